@@ -1,0 +1,444 @@
+//! The catalog: a log of immutable manifest versions in an object store.
+//!
+//! ```text
+//! <root>/_matview/log/00000000000000000042.json   manifest versions
+//! <root>/<schema>/<view>/<snapshot-id>/*.parquet   data, never overwritten
+//! ```
+//!
+//! # What storage must guarantee
+//!
+//! Only that `put` with [`PutMode::Create`] fails with `AlreadyExists` when
+//! the object exists (local files, memory, S3, GCS and Azure all do).
+//!
+//! # Commit stages
+//!
+//! ```text
+//! write data files under a fresh snapshot id   (invisible: nothing references them)
+//!        │
+//!        ▼
+//! load latest version N ──► apply change to a copy ──► put N+1 with PutMode::Create
+//!        ▲                   (checks preconditions)           │
+//!        └──────────── AlreadyExists: another writer won ◄────┘
+//! ```
+//!
+//! A reader holding version N keeps reading its files while N+1 is written.
+//! Files no live version references are deleted only after the retention
+//! window (see [`Catalog::cleanup`]).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::error::{Error, Result};
+use crate::spec::{MANIFEST_FORMAT, Manifest};
+
+/// How many times a commit reloads and retries after losing a race.
+pub const MAX_COMMIT_ATTEMPTS: usize = 20;
+
+/// Default retention window: one hour. Long enough for any query that
+/// planned against an old snapshot to finish reading it, short enough that
+/// frequently refreshed views do not pile up old files.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(3600);
+
+/// A catalog of materialized views at one object-store location.
+#[derive(Debug)]
+pub struct Catalog {
+    location: String,
+    store_url: ObjectStoreUrl,
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    retention: Duration,
+    current: RwLock<Arc<Manifest>>,
+}
+
+/// What a cleanup removed.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct CleanupReport {
+    /// Manifest versions removed.
+    pub manifests_deleted: usize,
+    /// Data files removed.
+    pub files_deleted: usize,
+}
+
+impl Catalog {
+    /// Opens the catalog under `root` of `store`, loading its latest version.
+    /// A location with no log is an empty catalog (nothing is written until
+    /// the first commit).
+    pub async fn open(
+        location: impl Into<String>,
+        store_url: ObjectStoreUrl,
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        retention: Duration,
+    ) -> Result<Self> {
+        let catalog = Self {
+            location: location.into(),
+            store_url,
+            store,
+            root,
+            retention,
+            current: RwLock::new(Arc::new(Manifest::default())),
+        };
+        catalog.reload().await?;
+        Ok(catalog)
+    }
+
+    /// The location the catalog was opened at.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The object store holding the catalog.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// URL of the object store, as registered in the session.
+    pub fn store_url(&self) -> &ObjectStoreUrl {
+        &self.store_url
+    }
+
+    /// Retention window for superseded versions and unreferenced files.
+    pub fn retention(&self) -> Duration {
+        self.retention
+    }
+
+    /// The most recently loaded or committed version.
+    pub fn current(&self) -> Arc<Manifest> {
+        Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// Object path of a file given relative to the catalog root.
+    pub fn path(&self, relative: &str) -> Path {
+        let mut parts: Vec<_> = self.root.parts().collect();
+        parts.extend(Path::from(relative).parts().map(|p| p.as_ref().to_owned().into()));
+        Path::from_iter(parts)
+    }
+
+    /// A path relative to the catalog root, for a full object path under it.
+    pub fn relative(&self, path: &Path) -> Option<String> {
+        path.prefix_match(&self.root).map(|parts| Path::from_iter(parts).to_string())
+    }
+
+    /// URL of a directory relative to the root, for DataFusion's writers.
+    pub fn url_of_dir(&self, relative: &str) -> String {
+        format!("{}{}/", self.store_url.as_str(), self.path(relative))
+    }
+
+    fn log_dir(&self) -> Path {
+        self.path("_matview/log")
+    }
+
+    fn version_path(&self, version: u64) -> Path {
+        self.log_dir().join(format!("{version:020}.json").as_str())
+    }
+
+    /// Lists manifest versions with their commit times, oldest first.
+    async fn list_versions(&self) -> Result<Vec<(u64, DateTime<Utc>)>> {
+        let mut versions: Vec<(u64, DateTime<Utc>)> = self
+            .store
+            .list(Some(&self.log_dir()))
+            .try_filter_map(|meta| async move {
+                let version = meta
+                    .location
+                    .filename()
+                    .and_then(|f| f.strip_suffix(".json"))
+                    .and_then(|v| v.parse::<u64>().ok());
+                Ok(version.map(|v| (v, meta.last_modified)))
+            })
+            .try_collect()
+            .await?;
+        versions.sort();
+        Ok(versions)
+    }
+
+    async fn read_version(&self, version: u64) -> Result<Manifest> {
+        let path = self.version_path(version);
+        let bytes = self.store.get(&path).await?.bytes().await?;
+        parse_manifest(&path, &bytes, version)
+    }
+
+    /// Loads the latest committed version (if newer than what is loaded)
+    /// and returns it.
+    pub async fn reload(&self) -> Result<Arc<Manifest>> {
+        let latest = self.list_versions().await?.last().map(|(v, _)| *v);
+        let current = self.current();
+        match latest {
+            Some(v) if v > current.version => {
+                let manifest = Arc::new(self.read_version(v).await?);
+                self.install(Arc::clone(&manifest));
+                Ok(manifest)
+            }
+            _ => Ok(current),
+        }
+    }
+
+    fn install(&self, manifest: Arc<Manifest>) {
+        let mut guard = self.current.write().unwrap_or_else(|e| e.into_inner());
+        if manifest.version > guard.version {
+            *guard = manifest;
+        }
+    }
+
+    /// Commits a change: `change` is applied to a copy of the latest version
+    /// and must check its own preconditions there (it is re-run against the
+    /// newer version when another writer commits first). Returns what
+    /// `change` returned and the committed version.
+    pub async fn commit<T>(
+        &self,
+        mut change: impl FnMut(&mut Manifest) -> Result<T>,
+    ) -> Result<(T, Arc<Manifest>)> {
+        let mut base = self.reload().await?;
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let mut next = (*base).clone();
+            let out = change(&mut next)?;
+            next.format_version = MANIFEST_FORMAT;
+            next.version = base.version + 1;
+            next.committed_at = Utc::now();
+            let json = serde_json::to_vec_pretty(&next).map_err(|e| Error::CorruptManifest {
+                path: self.version_path(next.version).to_string(),
+                reason: e.to_string(),
+            })?;
+            let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+            match self.store.put_opts(&self.version_path(next.version), PutPayload::from(json), opts).await {
+                Ok(_) => {
+                    let next = Arc::new(next);
+                    self.install(Arc::clone(&next));
+                    return Ok((out, next));
+                }
+                Err(object_store::Error::AlreadyExists { .. }) => {
+                    base = self.reload().await?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::TooManyRetries { catalog: self.location.clone(), attempts: MAX_COMMIT_ATTEMPTS })
+    }
+
+    /// Deletes every object under a directory relative to the root
+    /// (used to discard data written by a refresh that did not commit).
+    pub async fn delete_dir(&self, relative: &str) -> Result<usize> {
+        let prefix = self.path(relative);
+        let paths: Vec<Path> = self.store.list(Some(&prefix)).map_ok(|m| m.location).try_collect().await?;
+        for p in &paths {
+            match self.store.delete(p).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(paths.len())
+    }
+
+    /// Removes what no reader may still need:
+    ///
+    /// - a manifest version whose successor was committed more than the
+    ///   retention window ago (the latest version is never removed);
+    /// - a data file that no live version references and that is itself
+    ///   older than the retention window (so files of a refresh still in
+    ///   progress in another process are kept).
+    ///
+    /// Safe to run concurrently with writers, readers and other cleanups.
+    pub async fn cleanup(&self) -> Result<CleanupReport> {
+        let now = Utc::now();
+        let retention = chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
+        let cutoff = now.checked_sub_signed(retention).unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let versions = self.list_versions().await?;
+        let Some(&(latest, _)) = versions.last() else {
+            return Ok(CleanupReport::default());
+        };
+        // A version is live while its successor is younger than the window.
+        let mut live = vec![latest];
+        let mut expired = vec![];
+        for pair in versions.windows(2) {
+            let ((v, _), (_, successor_time)) = (pair[0], pair[1]);
+            if successor_time > cutoff { live.push(v) } else { expired.push(v) }
+        }
+        let mut referenced: BTreeSet<String> = BTreeSet::new();
+        let mut view_dirs: BTreeSet<String> = BTreeSet::new();
+        for v in &live {
+            let manifest = match self.read_version(*v).await {
+                Ok(m) => m,
+                // Removed by a concurrent cleanup: it was not live for that one.
+                Err(Error::ObjectStore(object_store::Error::NotFound { .. })) => continue,
+                Err(e) => return Err(e),
+            };
+            referenced.extend(manifest.referenced_files().into_iter().map(str::to_owned));
+            view_dirs.extend(manifest.views.iter().map(|e| e.dir.clone()));
+        }
+        for v in &expired {
+            if let Ok(m) = self.read_version(*v).await {
+                view_dirs.extend(m.views.iter().map(|e| e.dir.clone()));
+            }
+        }
+        let mut report = CleanupReport::default();
+        for dir in &view_dirs {
+            let files: Vec<_> = self.store.list(Some(&self.path(dir))).try_collect().await?;
+            for meta in files {
+                let Some(rel) = self.relative(&meta.location) else { continue };
+                if !referenced.contains(&rel) && meta.last_modified <= cutoff {
+                    match self.store.delete(&meta.location).await {
+                        Ok(()) => report.files_deleted += 1,
+                        Err(object_store::Error::NotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        for v in expired {
+            match self.store.delete(&self.version_path(v)).await {
+                Ok(()) => report.manifests_deleted += 1,
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(report)
+    }
+}
+
+/// Parses and checks one manifest file.
+fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Manifest> {
+    #[derive(serde::Deserialize)]
+    struct FormatOnly {
+        format_version: u32,
+    }
+    let corrupt = |reason: String| Error::CorruptManifest { path: path.to_string(), reason };
+    let format: FormatOnly = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if format.format_version > MANIFEST_FORMAT {
+        return Err(Error::UnsupportedFormat {
+            path: path.to_string(),
+            found: format.format_version,
+            supported: MANIFEST_FORMAT,
+        });
+    }
+    let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if manifest.version != expected_version {
+        return Err(corrupt(format!("it says version {}, its name says {expected_version}", manifest.version)));
+    }
+    Ok(manifest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::memory::InMemory;
+
+    async fn catalog(store: Arc<dyn ObjectStore>, retention: Duration) -> Catalog {
+        Catalog::open("memory:///cat", ObjectStoreUrl::parse("memory://").unwrap(), store, Path::from("cat"), retention)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn commits_are_numbered_and_visible_to_a_second_reader() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+        let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+        assert_eq!(a.current().version, 0);
+        let ((), m) = a.commit(|_| Ok(())).await.unwrap();
+        assert_eq!(m.version, 1);
+        // b is behind; its commit must land on top of a's, not beside it.
+        let ((), m) = b.commit(|_| Ok(())).await.unwrap();
+        assert_eq!(m.version, 2);
+        assert_eq!(a.reload().await.unwrap().version, 2);
+    }
+
+    #[tokio::test]
+    async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+        let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+        a.commit(|_| Ok(())).await.unwrap();
+        let mut seen = vec![];
+        // b still believes version 0 is the latest until its put fails.
+        *b.current.write().unwrap() = Arc::new(Manifest::default());
+        b.commit(|m| {
+            seen.push(m.version);
+            Ok(())
+        })
+        .await
+        .unwrap();
+        assert_eq!(seen, vec![1]);
+    }
+
+    #[tokio::test]
+    async fn unreadable_and_newer_manifests_are_named() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        store
+            .put(&Path::from("cat/_matview/log/00000000000000000001.json"), PutPayload::from("{not json"))
+            .await
+            .unwrap();
+        let err = Catalog::open("m", ObjectStoreUrl::parse("memory://").unwrap(), Arc::clone(&store), Path::from("cat"), DEFAULT_RETENTION)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("cat/_matview/log/00000000000000000001.json is unreadable"), "{err}");
+        store
+            .put(
+                &Path::from("cat/_matview/log/00000000000000000002.json"),
+                PutPayload::from(r#"{"format_version": 99}"#),
+            )
+            .await
+            .unwrap();
+        let err = Catalog::open("m", ObjectStoreUrl::parse("memory://").unwrap(), store, Path::from("cat"), DEFAULT_RETENTION)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::UnsupportedFormat { found: 99, .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn cleanup_keeps_the_latest_version_and_live_files() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let c = catalog(Arc::clone(&store), Duration::ZERO).await;
+        store.put(&c.path("public/v/s1/a.parquet"), PutPayload::from("x")).await.unwrap();
+        store.put(&c.path("public/v/s2/b.parquet"), PutPayload::from("y")).await.unwrap();
+        let name = crate::spec::QualifiedName::new("datafusion", "public", "v");
+        let entry = |snap: &str, file: &str| crate::spec::ViewEntry {
+            name: name.clone(),
+            id: "id".into(),
+            dir: "public/v".into(),
+            definition: crate::spec::Definition {
+                format: 1,
+                sql: "SELECT 1".into(),
+                column_names: vec![],
+                default_catalog: "datafusion".into(),
+                default_schema: "public".into(),
+                schema: datafusion::arrow::datatypes::Schema::empty(),
+                sources: vec![],
+            },
+            created_at: Utc::now(),
+            snapshot: Some(crate::spec::Snapshot {
+                id: snap.into(),
+                files: vec![crate::spec::DataFile { path: file.into(), size: 1, rows: 1 }],
+                row_count: 1,
+                size_bytes: 1,
+                refreshed_at: Utc::now(),
+            }),
+        };
+        c.commit(|m| {
+            m.upsert(entry("s1", "public/v/s1/a.parquet"));
+            Ok(())
+        })
+        .await
+        .unwrap();
+        c.commit(|m| {
+            m.upsert(entry("s2", "public/v/s2/b.parquet"));
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let report = c.cleanup().await.unwrap();
+        assert_eq!(report, CleanupReport { manifests_deleted: 1, files_deleted: 1 });
+        assert!(store.head(&c.path("public/v/s2/b.parquet")).await.is_ok());
+        assert!(store.head(&c.path("public/v/s1/a.parquet")).await.is_err());
+        // The catalog still opens at the latest version.
+        let again = catalog(Arc::clone(&store), Duration::ZERO).await;
+        assert_eq!(again.current().version, 2);
+        // A second cleanup has nothing left to do.
+        assert_eq!(c.cleanup().await.unwrap(), CleanupReport::default());
+    }
+}

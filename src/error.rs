@@ -1,0 +1,271 @@
+//! The crate's one error type.
+//!
+//! Messages follow PostgreSQL's wording where PostgreSQL has one, and say
+//! what to do next (`HINT:` lines) where there is something to do.
+
+use datafusion::error::DataFusionError;
+
+/// Result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in `datafusion-matview`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The view was created `WITH NO DATA` and never refreshed.
+    #[error(
+        "materialized view \"{name}\" has not been populated\nHINT: Use the REFRESH MATERIALIZED VIEW command."
+    )]
+    NotPopulated {
+        /// View name as the user wrote it.
+        name: String,
+    },
+
+    /// A table, view or materialized view of that name already exists.
+    #[error("relation \"{name}\" already exists")]
+    AlreadyExists {
+        /// Relation name.
+        name: String,
+    },
+
+    /// No materialized view of that name.
+    #[error("materialized view \"{name}\" does not exist")]
+    NotFound {
+        /// View name.
+        name: String,
+    },
+
+    /// The statement names an object of another kind, e.g. `REFRESH
+    /// MATERIALIZED VIEW` on a table, or `DROP TABLE` on a materialized view.
+    #[error("\"{name}\" is not a {expected}{}", hint.map(|h| format!("\nHINT: {h}")).unwrap_or_default())]
+    WrongObjectType {
+        /// Relation name.
+        name: String,
+        /// The kind the statement expected: `table`, `view`, `materialized view`.
+        expected: &'static str,
+        /// What to use instead, if anything.
+        hint: Option<&'static str>,
+    },
+
+    /// `INSERT`, `UPDATE`, `DELETE` or `TRUNCATE` on a materialized view.
+    #[error(
+        "cannot change materialized view \"{name}\"\nHINT: Change its sources and use REFRESH MATERIALIZED VIEW."
+    )]
+    ReadOnly {
+        /// View name.
+        name: String,
+    },
+
+    /// The column list of `CREATE MATERIALIZED VIEW v (a, b, ...)` is longer
+    /// than the query's output.
+    #[error("too many column names were specified")]
+    TooManyColumnNames,
+
+    /// Two output columns of a view would share one name.
+    #[error("column \"{name}\" specified more than once")]
+    DuplicateColumn {
+        /// Column name.
+        name: String,
+    },
+
+    /// `DROP` of an object that other objects depend on, without `CASCADE`.
+    #[error(
+        "cannot drop {kind} {name} because other objects depend on it\nDETAIL: {}\nHINT: Use DROP ... CASCADE to drop the dependent objects too.",
+        details.join("\n")
+    )]
+    DependentObjects {
+        /// Kind of the object being dropped (`table`, `view`, `materialized view`).
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// One line per dependent: `materialized view m depends on table t`.
+        details: Vec<String>,
+    },
+
+    /// The schema a view is to be created in does not exist.
+    #[error("schema \"{name}\" does not exist")]
+    SchemaNotFound {
+        /// Schema name.
+        name: String,
+    },
+
+    /// Running a view's query failed; the view keeps its previous data.
+    #[error("could not refresh materialized view \"{name}\": {source}")]
+    RefreshFailed {
+        /// View name.
+        name: String,
+        /// What failed.
+        source: Box<Error>,
+    },
+
+    /// The query of a view no longer produces the schema the view was created with.
+    #[error(
+        "materialized view \"{name}\" no longer matches its definition: {reason}\nHINT: Recreate it with CREATE OR REPLACE MATERIALIZED VIEW."
+    )]
+    DefinitionChanged {
+        /// View name.
+        name: String,
+        /// What differs.
+        reason: String,
+    },
+
+    /// Another writer committed a change that collides with this one.
+    /// Retrying the statement is safe.
+    #[error("could not commit to materialized view \"{name}\": {reason}\nHINT: Another session changed it concurrently; retry the statement.")]
+    CommitConflict {
+        /// View name.
+        name: String,
+        /// What the other writer did.
+        reason: String,
+    },
+
+    /// Commits kept losing races with other writers.
+    #[error("gave up committing to catalog {catalog} after {attempts} attempts: other writers kept committing first; retry the statement")]
+    TooManyRetries {
+        /// Catalog URL.
+        catalog: String,
+        /// How often it was tried.
+        attempts: usize,
+    },
+
+    /// A manifest file could not be read.
+    #[error("manifest {path} is unreadable: {reason}\nHINT: Restore the file from a backup or remove it to fall back to the previous version.")]
+    CorruptManifest {
+        /// Object-store path of the file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A manifest was written by a newer version of this crate.
+    #[error("manifest {path} has format version {found}, but this build reads up to {supported}\nHINT: Upgrade datafusion-matview to use this catalog.")]
+    UnsupportedFormat {
+        /// Object-store path of the file.
+        path: String,
+        /// Format found.
+        found: u32,
+        /// Newest format this build understands.
+        supported: u32,
+    },
+
+    /// The catalog URL cannot be used.
+    #[error("invalid catalog location \"{location}\": {reason}")]
+    InvalidLocation {
+        /// What the user passed.
+        location: String,
+        /// Why it is refused.
+        reason: String,
+    },
+
+    /// A statement this crate parses but does not support.
+    #[error("{0}")]
+    NotSupported(String),
+
+    /// An error from DataFusion: planning, execution, parsing.
+    #[error(transparent)]
+    DataFusion(DataFusionError),
+
+    /// An error from the object store.
+    #[error(transparent)]
+    ObjectStore(#[from] object_store::Error),
+}
+
+impl Error {
+    /// Wraps this error for returning from a DataFusion trait method.
+    pub fn into_datafusion(self) -> DataFusionError {
+        match self {
+            Error::DataFusion(e) => e,
+            other => DataFusionError::External(Box::new(other)),
+        }
+    }
+}
+
+impl From<DataFusionError> for Error {
+    /// Unwraps errors of this crate that travelled through DataFusion (for
+    /// example a scan of an unpopulated view), so the user sees our message
+    /// rather than `External error: ...`.
+    fn from(e: DataFusionError) -> Self {
+        match e {
+            DataFusionError::External(inner) => match inner.downcast::<Error>() {
+                Ok(mine) => *mine,
+                Err(other) => Error::DataFusion(DataFusionError::External(other)),
+            },
+            DataFusionError::Context(ctx, inner) => match Error::from(*inner) {
+                Error::DataFusion(e) => Error::DataFusion(DataFusionError::Context(ctx, Box::new(e))),
+                mine => mine,
+            },
+            DataFusionError::ObjectStore(e) => Error::ObjectStore(*e),
+            other => Error::DataFusion(other),
+        }
+    }
+}
+
+impl From<datafusion::sql::sqlparser::parser::ParserError> for Error {
+    fn from(e: datafusion::sql::sqlparser::parser::ParserError) -> Self {
+        Error::DataFusion(DataFusionError::SQL(Box::new(e), None))
+    }
+}
+
+impl From<Error> for DataFusionError {
+    fn from(e: Error) -> Self {
+        e.into_datafusion()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn not_populated_has_postgres_text_and_hint() {
+        let e = Error::NotPopulated { name: "v".into() };
+        assert_eq!(
+            e.to_string(),
+            "materialized view \"v\" has not been populated\nHINT: Use the REFRESH MATERIALIZED VIEW command."
+        );
+    }
+
+    #[test]
+    fn errors_survive_a_trip_through_datafusion() {
+        let df: DataFusionError = Error::ReadOnly { name: "v".into() }.into();
+        let df = DataFusionError::Context("while planning".into(), Box::new(df));
+        match Error::from(df) {
+            Error::ReadOnly { name } => assert_eq!(name, "v"),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn dependents_are_listed_one_per_line() {
+        let e = Error::DependentObjects {
+            kind: "table",
+            name: "t".into(),
+            details: vec![
+                "materialized view m depends on table t".into(),
+                "view v depends on materialized view m".into(),
+            ],
+        };
+        assert_eq!(
+            e.to_string(),
+            "cannot drop table t because other objects depend on it\n\
+             DETAIL: materialized view m depends on table t\n\
+             view v depends on materialized view m\n\
+             HINT: Use DROP ... CASCADE to drop the dependent objects too."
+        );
+    }
+
+    #[test]
+    fn wrong_type_hint_is_optional() {
+        let e = Error::WrongObjectType { name: "t".into(), expected: "materialized view", hint: None };
+        assert_eq!(e.to_string(), "\"t\" is not a materialized view");
+        let e = Error::WrongObjectType {
+            name: "m".into(),
+            expected: "table",
+            hint: Some("Use DROP MATERIALIZED VIEW to remove a materialized view."),
+        };
+        assert_eq!(
+            e.to_string(),
+            "\"m\" is not a table\nHINT: Use DROP MATERIALIZED VIEW to remove a materialized view."
+        );
+    }
+}

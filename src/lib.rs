@@ -1,0 +1,38 @@
+//! # datafusion-matview
+//!
+//! Materialized views for [Apache DataFusion](https://datafusion.apache.org):
+//! `CREATE MATERIALIZED VIEW … AS …`, `REFRESH`, `DROP` and `SHOW
+//! MATERIALIZED VIEWS` in a DataFusion session, with each view's data kept
+//! as atomic Parquet snapshots under a versioned manifest in an object store.
+//!
+//! ```no_run
+//! # async fn demo() -> datafusion_matview::Result<()> {
+//! use datafusion::prelude::SessionContext;
+//! use datafusion_matview::MatviewSession;
+//!
+//! let mv = MatviewSession::open(SessionContext::new(), "./catalog").await?;
+//! mv.sql("CREATE TABLE t AS VALUES (1), (2), (3)").await?;
+//! mv.sql("CREATE MATERIALIZED VIEW big AS SELECT column1 AS x FROM t WHERE column1 > 1").await?;
+//! mv.sql("SELECT * FROM big").await?.show().await?;
+//! mv.sql("REFRESH MATERIALIZED VIEW big").await?.show().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Modules, in the direction data flows: [`sql`] parses, [`session`]
+//! executes, [`refresh`](crate::session::MatviewSession::refresh) computes,
+//! [`catalog`] commits, [`table`] scans, [`spec`] is the persisted data.
+
+pub mod catalog;
+pub mod error;
+pub mod functions;
+mod refresh;
+pub mod session;
+pub mod slt;
+pub mod spec;
+pub mod sql;
+pub mod table;
+
+pub use catalog::{Catalog, CleanupReport};
+pub use error::{Error, Result};
+pub use session::{MatviewOptions, MatviewSession, RefreshOutcome};

@@ -1,0 +1,144 @@
+//! Computing a view's data: plan its stored definition, write the result as
+//! a new snapshot of Parquet files with DataFusion's own (streaming) writer.
+//!
+//! Nothing here commits: the caller commits the returned [`Snapshot`] and
+//! discards its directory if the commit fails.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use chrono::Utc;
+use datafusion::common::Column;
+use datafusion::config::TableParquetOptions;
+use datafusion::dataframe::{DataFrame, DataFrameWriteOptions};
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
+use futures::TryStreamExt;
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::spec::{DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, Snapshot, ViewEntry};
+
+/// A session state that resolves names as they were resolved when the
+/// definition was created, whatever the session's defaults are now.
+pub(crate) fn state_for(mut state: SessionState, definition_catalog: &str, definition_schema: &str) -> SessionState {
+    let options = state.config_mut().options_mut();
+    options.catalog.default_catalog = definition_catalog.to_owned();
+    options.catalog.default_schema = definition_schema.to_owned();
+    state
+}
+
+/// Projects `plan` so its output columns are named by `names` left to right
+/// (the rest keep their names) and carry no table qualifier.
+pub(crate) fn rename_columns(plan: LogicalPlan, names: &[String]) -> Result<LogicalPlan> {
+    let schema = Arc::clone(plan.schema());
+    if names.len() > schema.fields().len() {
+        return Err(Error::TooManyColumnNames);
+    }
+    let mut seen = HashSet::new();
+    let mut exprs = Vec::with_capacity(schema.fields().len());
+    for (i, (qualifier, field)) in schema.iter().enumerate() {
+        let name = names.get(i).map(String::as_str).unwrap_or(field.name());
+        if !seen.insert(name.to_owned()) {
+            return Err(Error::DuplicateColumn { name: name.to_owned() });
+        }
+        exprs.push(Expr::Column(Column::from((qualifier, field))).alias(name));
+    }
+    Ok(LogicalPlanBuilder::from(plan).project(exprs)?.build()?)
+}
+
+/// Plans a stored definition: its SQL under its recorded defaults, then the
+/// column renames. Checks the result still has the view's schema.
+pub(crate) async fn plan_definition(
+    state: SessionState,
+    view_name: &str,
+    definition: &Definition,
+) -> Result<(SessionState, LogicalPlan)> {
+    let state = state_for(state, &definition.default_catalog, &definition.default_schema);
+    let plan = state.create_logical_plan(&definition.sql).await?;
+    let plan = rename_columns(plan, &definition.column_names)?;
+    let now = plan.schema().as_arrow();
+    let then = &definition.schema;
+    let changed = |reason: String| Error::DefinitionChanged { name: view_name.to_owned(), reason };
+    if now.fields().len() != then.fields().len() {
+        return Err(changed(format!(
+            "its query now returns {} columns instead of {}",
+            now.fields().len(),
+            then.fields().len()
+        )));
+    }
+    for (new, old) in now.fields().iter().zip(then.fields()) {
+        if new.name() != old.name() || new.data_type() != old.data_type() {
+            return Err(changed(format!(
+                "column \"{}\" of type {} is now \"{}\" of type {}",
+                old.name(),
+                old.data_type(),
+                new.name(),
+                new.data_type()
+            )));
+        }
+        if new.is_nullable() && !old.is_nullable() {
+            return Err(changed(format!("column \"{}\" may now contain nulls", old.name())));
+        }
+    }
+    Ok((state, plan))
+}
+
+/// Runs `plan` and writes its result under a fresh snapshot directory of
+/// the view. On failure the partial output is removed and the view's
+/// committed data is untouched.
+pub(crate) async fn write_snapshot(
+    state: SessionState,
+    catalog: &Catalog,
+    entry: &ViewEntry,
+    plan: LogicalPlan,
+) -> Result<Snapshot> {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let dir = format!("{}/{}", entry.dir, id);
+    let mut options: TableParquetOptions = state.table_options().parquet.clone();
+    options.global.compression = Some("zstd(3)".into());
+    options.global.statistics_enabled = Some("page".into());
+    options.key_value_metadata.insert(META_VIEW.into(), Some(entry.name.to_string()));
+    options.key_value_metadata.insert(META_SNAPSHOT.into(), Some(id.clone()));
+    let definition = serde_json::to_string(&entry.definition).map_err(|e| Error::NotSupported(e.to_string()))?;
+    options.key_value_metadata.insert(META_DEFINITION.into(), Some(definition));
+
+    let written = async {
+        DataFrame::new(state, plan)
+            .write_parquet(&catalog.url_of_dir(&dir), DataFrameWriteOptions::new(), Some(options))
+            .await?;
+        list_snapshot_files(catalog, &dir).await
+    }
+    .await;
+    let files = match written {
+        Ok(files) => files,
+        Err(e) => {
+            // Nothing references these files; removing them now is safe.
+            let _ = catalog.delete_dir(&dir).await;
+            return Err(e);
+        }
+    };
+    Ok(Snapshot {
+        id,
+        row_count: files.iter().map(|f| f.rows).sum(),
+        size_bytes: files.iter().map(|f| f.size).sum(),
+        files,
+        refreshed_at: Utc::now(),
+    })
+}
+
+/// The Parquet files written under `dir`, with their sizes and row counts
+/// (read once here from the footers, so queries never need to).
+async fn list_snapshot_files(catalog: &Catalog, dir: &str) -> Result<Vec<DataFile>> {
+    let store = Arc::clone(catalog.store());
+    let metas: Vec<_> = store.list(Some(&catalog.path(dir))).try_collect().await?;
+    let mut files = Vec::with_capacity(metas.len());
+    for meta in metas {
+        let Some(path) = catalog.relative(&meta.location) else { continue };
+        let footer = DFParquetMetadata::new(store.as_ref(), &meta).fetch_metadata().await?;
+        files.push(DataFile { path, size: meta.size, rows: footer.file_metadata().num_rows() as u64 });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}

@@ -1,0 +1,820 @@
+//! [`MatviewSession`]: a DataFusion [`SessionContext`] that also runs the
+//! materialized-view statements. The only module that knows the parser, the
+//! catalog, refresh and the table provider together.
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::{MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider};
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::{DFSchema, TableReference};
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::{TableProvider, TableType, source_as_provider};
+use datafusion::execution::object_store::ObjectStoreUrl;
+use datafusion::logical_expr::{EmptyRelation, LogicalPlan, col, lit};
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::planner::{IdentNormalizer, object_name_to_table_reference};
+use datafusion::sql::sqlparser::ast::{
+    FromTable, ObjectName, ObjectType, Statement as SQLStatement, TableFactor, TableObject, TableWithJoins,
+};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+
+use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION};
+use crate::error::{Error, Result};
+use crate::functions::MaterializedViewsFunction;
+use crate::refresh::{plan_definition, rename_columns, state_for, write_snapshot};
+use crate::spec::{DEFINITION_FORMAT, Definition, Manifest, QualifiedName, ViewEntry, view_dir};
+use crate::sql::{CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement, parse_sql};
+use crate::table::MaterializedViewTable;
+
+/// Options of a [`MatviewSession`].
+#[derive(Debug, Clone)]
+pub struct MatviewOptions {
+    /// How long superseded snapshots and manifest versions are kept for
+    /// readers that planned against them. Default: [`DEFAULT_RETENTION`].
+    pub retention: Duration,
+    /// Run [`MatviewSession::cleanup`] after every commit that supersedes
+    /// data (REFRESH, DROP, CREATE OR REPLACE). Default: true.
+    pub cleanup_after_commit: bool,
+}
+
+impl Default for MatviewOptions {
+    fn default() -> Self {
+        Self { retention: DEFAULT_RETENTION, cleanup_after_commit: true }
+    }
+}
+
+/// What a refresh did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshOutcome {
+    /// The view, as named in messages.
+    pub view: String,
+    /// `full` (later: `incremental`, `no_op`).
+    pub mode: &'static str,
+    /// Rows in the new snapshot.
+    pub rows_written: u64,
+    /// Catalog version that committed it.
+    pub version: u64,
+}
+
+/// The kind of a relation, as PostgreSQL names it in messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Table,
+    View,
+    MaterializedView,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Table => "table",
+            Kind::View => "view",
+            Kind::MaterializedView => "materialized view",
+        }
+    }
+}
+
+/// A DataFusion session with materialized views.
+///
+/// ```no_run
+/// # async fn demo() -> datafusion_matview::Result<()> {
+/// use datafusion::prelude::SessionContext;
+/// use datafusion_matview::MatviewSession;
+///
+/// let mv = MatviewSession::open(SessionContext::new(), "file:///tmp/catalog").await?;
+/// mv.sql("CREATE TABLE t AS VALUES (1), (2)").await?;
+/// mv.sql("CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n FROM t").await?;
+/// mv.sql("SELECT n FROM v").await?.show().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct MatviewSession {
+    ctx: SessionContext,
+    catalog: Arc<Catalog>,
+    options: MatviewOptions,
+}
+
+impl std::fmt::Debug for MatviewSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MatviewSession")
+            .field("session_id", &self.ctx.session_id())
+            .field("catalog", &self.catalog)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl MatviewSession {
+    /// Opens (or creates) the catalog at `location` and registers its views
+    /// in `ctx`. `location` is a URL of an object store registered in `ctx`
+    /// (`file://` always is; `memory://` is registered on demand) or a
+    /// local directory path.
+    pub async fn open(ctx: SessionContext, location: &str) -> Result<Self> {
+        Self::open_with_options(ctx, location, MatviewOptions::default()).await
+    }
+
+    /// [`Self::open`] with options.
+    pub async fn open_with_options(ctx: SessionContext, location: &str, options: MatviewOptions) -> Result<Self> {
+        let (store_url, root) = resolve_location(&ctx, location)?;
+        let store = ctx.runtime_env().object_store(&store_url).map_err(|e| Error::InvalidLocation {
+            location: location.to_owned(),
+            reason: format!("{e}; register an object store for it with SessionContext::register_object_store"),
+        })?;
+        let catalog = Arc::new(Catalog::open(location, store_url, store, root, options.retention).await?);
+        ctx.register_udtf("materialized_views", Arc::new(MaterializedViewsFunction::new(Arc::clone(&catalog))));
+        let session = Self { ctx, catalog, options };
+        for entry in &session.catalog.current().views {
+            session.register_view(entry)?;
+        }
+        Ok(session)
+    }
+
+    /// The wrapped DataFusion context.
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Runs one or more `;`-separated statements, DataFusion's or the view
+    /// statements, and returns the result of the last, like
+    /// [`SessionContext::sql`]. Earlier statements run to completion.
+    pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
+        let statements = {
+            let state = self.ctx.state();
+            let options = state.config().options();
+            parse_sql(sql, options.sql_parser.dialect.as_ref(), options.sql_parser.recursion_limit.get())?
+        };
+        let count = statements.len();
+        if count == 0 {
+            return Err(Error::DataFusion(datafusion::error::DataFusionError::Plan(
+                "No SQL statements were provided in the query string".into(),
+            )));
+        }
+        let mut last = None;
+        for (i, statement) in statements.into_iter().enumerate() {
+            let df = self.execute(statement).await?;
+            if i + 1 < count {
+                df.collect().await?;
+            } else {
+                last = Some(df);
+            }
+        }
+        Ok(last.expect("count > 0"))
+    }
+
+    /// Runs one parsed statement.
+    pub async fn execute(&self, statement: Statement) -> Result<DataFrame> {
+        match statement {
+            Statement::Create(create) => {
+                self.create(&create).await?;
+                self.empty()
+            }
+            Statement::Refresh(refresh) => {
+                let outcome = self.refresh(&refresh).await?;
+                Ok(self.ctx.read_batch(refresh_batch(&outcome))?)
+            }
+            Statement::Drop(drop) => {
+                self.drop_views(&drop).await?;
+                self.empty()
+            }
+            Statement::Show { like } => self.show(like.as_deref()).await,
+            Statement::DataFusion(statement) => self.execute_datafusion(*statement).await,
+        }
+    }
+
+    /// Removes superseded manifest versions and unreferenced data files
+    /// older than the retention window.
+    pub async fn cleanup(&self) -> Result<CleanupReport> {
+        self.catalog.cleanup().await
+    }
+
+    fn empty(&self) -> Result<DataFrame> {
+        let plan = LogicalPlan::EmptyRelation(EmptyRelation {
+            produce_one_row: false,
+            schema: Arc::new(DFSchema::empty()),
+        });
+        Ok(DataFrame::new(self.ctx.state(), plan))
+    }
+
+    // ---- names ----------------------------------------------------------
+
+    fn defaults(&self) -> (String, String) {
+        let state = self.ctx.state();
+        let options = state.config().options();
+        (options.catalog.default_catalog.clone(), options.catalog.default_schema.clone())
+    }
+
+    fn resolve(&self, name: &ObjectName) -> Result<QualifiedName> {
+        let normalize = self.ctx.state().config().options().sql_parser.enable_ident_normalization;
+        let reference = object_name_to_table_reference(name.clone(), normalize)?;
+        Ok(self.resolve_reference(&reference))
+    }
+
+    fn resolve_reference(&self, reference: &TableReference) -> QualifiedName {
+        let (catalog, schema) = self.defaults();
+        reference.clone().resolve(&catalog, &schema).into()
+    }
+
+    fn display(&self, name: &QualifiedName) -> String {
+        let (catalog, schema) = self.defaults();
+        name.short(&catalog, &schema)
+    }
+
+    fn schema_provider(&self, name: &QualifiedName) -> Option<Arc<dyn SchemaProvider>> {
+        self.ctx.catalog(&name.catalog)?.schema(&name.schema)
+    }
+
+    /// The table registered in the session under `name`, if any.
+    async fn registered(&self, name: &QualifiedName) -> Result<Option<Arc<dyn TableProvider>>> {
+        match self.schema_provider(name) {
+            Some(schema) => Ok(schema.table(&name.name).await?),
+            None => Ok(None),
+        }
+    }
+
+    /// What `name` is: a materialized view of the catalog, or a table or
+    /// view of the session.
+    async fn kind_of(&self, manifest: &Manifest, name: &QualifiedName) -> Result<Option<Kind>> {
+        if manifest.view(name).is_some() {
+            return Ok(Some(Kind::MaterializedView));
+        }
+        Ok(self.registered(name).await?.map(|p| if p.table_type() == TableType::View { Kind::View } else { Kind::Table }))
+    }
+
+    // ---- registration ---------------------------------------------------
+
+    /// Registers (or re-registers) a view's table provider, creating its
+    /// catalog and schema in the session if this process has not yet.
+    fn register_view(&self, entry: &ViewEntry) -> Result<()> {
+        let name = &entry.name;
+        let catalog = match self.ctx.catalog(&name.catalog) {
+            Some(c) => c,
+            None => {
+                let c = Arc::new(MemoryCatalogProvider::new());
+                self.ctx.register_catalog(&name.catalog, Arc::clone(&c) as _);
+                c as _
+            }
+        };
+        let schema = match catalog.schema(&name.schema) {
+            Some(s) => s,
+            None => {
+                let s: Arc<dyn SchemaProvider> = Arc::new(MemorySchemaProvider::new());
+                catalog.register_schema(&name.schema, Arc::clone(&s))?;
+                s
+            }
+        };
+        let definition = format!("CREATE MATERIALIZED VIEW {} AS {}", name.to_table_reference(), entry.definition.sql);
+        let provider = MaterializedViewTable::new(
+            Arc::clone(&self.catalog),
+            name.clone(),
+            self.display(name),
+            Arc::new(entry.definition.schema.clone()),
+            definition,
+        );
+        schema.deregister_table(&name.name)?;
+        schema.register_table(name.name.clone(), Arc::new(provider))?;
+        Ok(())
+    }
+
+    fn deregister(&self, name: &QualifiedName) -> Result<()> {
+        if let Some(schema) = self.schema_provider(name) {
+            schema.deregister_table(&name.name)?;
+        }
+        Ok(())
+    }
+
+    // ---- CREATE ---------------------------------------------------------
+
+    async fn create(&self, create: &CreateMaterializedView) -> Result<()> {
+        let name = self.resolve(&create.name)?;
+        let display = self.display(&name);
+        let manifest = self.catalog.reload().await?;
+        let replaced = manifest.view(&name).map(|e| e.id.clone());
+        match self.kind_of(&manifest, &name).await? {
+            None => {}
+            Some(_) if create.if_not_exists => return Ok(()),
+            Some(Kind::MaterializedView) if create.or_replace => {}
+            Some(_) if create.or_replace => {
+                return Err(Error::WrongObjectType { name: display, expected: "materialized view", hint: None });
+            }
+            Some(_) => return Err(Error::AlreadyExists { name: display }),
+        }
+        if self.schema_provider(&name).is_none() {
+            return Err(Error::SchemaNotFound { name: name.schema.clone() });
+        }
+
+        let (default_catalog, default_schema) = self.defaults();
+        let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
+        let sql = create.query.to_string();
+        let plan = state.create_logical_plan(&sql).await?;
+        let normalizer = IdentNormalizer::new(state.config().options().sql_parser.enable_ident_normalization);
+        let column_names: Vec<String> = create.columns.iter().map(|c| normalizer.normalize(c.clone())).collect();
+        let plan = rename_columns(plan, &column_names)?;
+        let sources = self.sources_of(&plan, &default_catalog, &default_schema).await?;
+        if sources.contains(&name) {
+            return Err(Error::NotSupported(format!("materialized view \"{display}\" cannot read itself")));
+        }
+        let mut entry = ViewEntry {
+            dir: view_dir(&name),
+            name: name.clone(),
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            definition: Definition {
+                format: DEFINITION_FORMAT,
+                sql,
+                column_names,
+                default_catalog,
+                default_schema,
+                schema: plan.schema().as_arrow().clone(),
+                sources: sources.into_iter().collect(),
+            },
+            created_at: chrono::Utc::now(),
+            snapshot: None,
+        };
+        if create.with_data {
+            entry.snapshot = Some(write_snapshot(state, &self.catalog, &entry, plan).await?);
+        }
+        let committed = self
+            .catalog
+            .commit(|m| {
+                let current = m.view(&name).map(|e| e.id.clone());
+                if current != replaced {
+                    return Err(match current {
+                        Some(_) if replaced.is_none() => Error::AlreadyExists { name: display.clone() },
+                        _ => Error::CommitConflict {
+                            name: display.clone(),
+                            reason: "it was replaced or dropped by another session".into(),
+                        },
+                    });
+                }
+                m.upsert(entry.clone());
+                Ok(())
+            })
+            .await;
+        if let Err(e) = committed {
+            if let Some(s) = &entry.snapshot {
+                let _ = self.catalog.delete_dir(&format!("{}/{}", entry.dir, s.id)).await;
+            }
+            return Err(e);
+        }
+        self.register_view(&entry)?;
+        if replaced.is_some() {
+            self.after_commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Fully qualified names of the existing tables and views `plan` scans
+    /// (table functions are not relations and are left out).
+    async fn sources_of(&self, plan: &LogicalPlan, catalog: &str, schema: &str) -> Result<BTreeSet<QualifiedName>> {
+        let mut scanned = BTreeSet::new();
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                scanned.insert(QualifiedName::from(scan.table_name.clone().resolve(catalog, schema)));
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        let mut sources = BTreeSet::new();
+        for name in scanned {
+            if self.registered(&name).await?.is_some() {
+                sources.insert(name);
+            }
+        }
+        Ok(sources)
+    }
+
+    // ---- REFRESH --------------------------------------------------------
+
+    /// Recomputes a view and atomically replaces its data.
+    pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<RefreshOutcome> {
+        let name = self.resolve(&refresh.name)?;
+        let display = self.display(&name);
+        let manifest = self.catalog.reload().await?;
+        let Some(entry) = manifest.view(&name).cloned() else {
+            return Err(match self.kind_of(&manifest, &name).await? {
+                Some(_) => Error::WrongObjectType { name: display, expected: "materialized view", hint: None },
+                None => Error::NotFound { name: display },
+            });
+        };
+        let failed = |e: Error| match e {
+            e @ (Error::DefinitionChanged { .. } | Error::CommitConflict { .. }) => e,
+            e => Error::RefreshFailed { name: display.clone(), source: Box::new(e) },
+        };
+        let (state, plan) = plan_definition(self.ctx.state(), &display, &entry.definition).await.map_err(failed)?;
+        let snapshot = write_snapshot(state, &self.catalog, &entry, plan).await.map_err(failed)?;
+        let base = entry.snapshot.as_ref().map(|s| s.id.clone());
+        let committed = self
+            .catalog
+            .commit(|m| {
+                let conflict = |reason: &str| Error::CommitConflict { name: display.clone(), reason: reason.into() };
+                let current = m.view_mut(&name).ok_or_else(|| conflict("it was dropped by another session"))?;
+                if current.id != entry.id {
+                    return Err(conflict("it was replaced by another session"));
+                }
+                if current.snapshot.as_ref().map(|s| &s.id) != base.as_ref() {
+                    return Err(conflict("it was refreshed by another session"));
+                }
+                current.snapshot = Some(snapshot.clone());
+                Ok(())
+            })
+            .await;
+        let version = match committed {
+            Ok(((), manifest)) => manifest.version,
+            Err(e) => {
+                let _ = self.catalog.delete_dir(&format!("{}/{}", entry.dir, snapshot.id)).await;
+                return Err(e);
+            }
+        };
+        self.after_commit().await?;
+        Ok(RefreshOutcome { view: display, mode: "full", rows_written: snapshot.row_count, version })
+    }
+
+    async fn after_commit(&self) -> Result<()> {
+        if self.options.cleanup_after_commit {
+            self.catalog.cleanup().await?;
+        }
+        Ok(())
+    }
+
+    // ---- DROP -----------------------------------------------------------
+
+    async fn drop_views(&self, drop: &DropMaterializedView) -> Result<()> {
+        let manifest = self.catalog.reload().await?;
+        let mut targets = vec![];
+        for name in &drop.names {
+            let name = self.resolve(name)?;
+            match self.kind_of(&manifest, &name).await? {
+                Some(Kind::MaterializedView) => targets.push((name, Kind::MaterializedView)),
+                Some(_) => {
+                    return Err(Error::WrongObjectType {
+                        name: self.display(&name),
+                        expected: "materialized view",
+                        hint: None,
+                    });
+                }
+                None if drop.if_exists => {}
+                None => return Err(Error::NotFound { name: self.display(&name) }),
+            }
+        }
+        self.drop_with_dependents(&manifest, &targets, drop.cascade).await
+    }
+
+    /// Drops `targets` (all of one statement); with `cascade` their
+    /// dependents first, otherwise refuses when there are any.
+    async fn drop_with_dependents(&self, manifest: &Manifest, targets: &[(QualifiedName, Kind)], cascade: bool) -> Result<()> {
+        let dependents = self.dependents(manifest, targets).await?;
+        if !dependents.is_empty() && !cascade {
+            let (name, kind) = &targets[0];
+            return Err(Error::DependentObjects {
+                kind: kind.as_str(),
+                name: self.display(name),
+                details: dependents
+                    .iter()
+                    .map(|(dep, dep_kind, on, on_kind)| {
+                        format!("{} {} depends on {} {}", dep_kind.as_str(), self.display(dep), on_kind.as_str(), self.display(on))
+                    })
+                    .collect(),
+            });
+        }
+        // Dependents deepest first, then the targets.
+        let mut order: Vec<(QualifiedName, Kind)> = dependents.into_iter().rev().map(|(d, k, _, _)| (d, k)).collect();
+        order.extend(targets.iter().cloned());
+        for (name, kind) in &order {
+            if *kind == Kind::View {
+                self.deregister(name)?;
+            }
+        }
+        let dropped: Vec<QualifiedName> =
+            order.iter().filter(|(_, k)| *k == Kind::MaterializedView).map(|(n, _)| n.clone()).collect();
+        if dropped.is_empty() {
+            return Ok(());
+        }
+        self.catalog
+            .commit(|m| {
+                for name in &dropped {
+                    m.remove(name);
+                }
+                Ok(())
+            })
+            .await?;
+        for name in &dropped {
+            self.deregister(name)?;
+        }
+        self.after_commit().await
+    }
+
+    /// Every object that depends on one of `roots`, directly or through
+    /// other dependents, breadth first, each once, as
+    /// `(dependent, its kind, what it depends on, that one's kind)`.
+    async fn dependents(
+        &self,
+        manifest: &Manifest,
+        roots: &[(QualifiedName, Kind)],
+    ) -> Result<Vec<(QualifiedName, Kind, QualifiedName, Kind)>> {
+        let edges = self.dependency_edges(manifest).await?;
+        let mut reverse: HashMap<&QualifiedName, Vec<(&QualifiedName, Kind)>> = HashMap::new();
+        for (dependent, kind, source) in &edges {
+            reverse.entry(source).or_default().push((dependent, *kind));
+        }
+        let mut seen: BTreeSet<QualifiedName> = roots.iter().map(|(n, _)| n.clone()).collect();
+        let mut queue: VecDeque<(QualifiedName, Kind)> = roots.iter().cloned().collect();
+        let mut out = vec![];
+        while let Some((name, kind)) = queue.pop_front() {
+            for (dependent, dependent_kind) in reverse.get(&name).into_iter().flatten() {
+                if seen.insert((*dependent).clone()) {
+                    out.push(((*dependent).clone(), *dependent_kind, name.clone(), kind));
+                    queue.push_back(((*dependent).clone(), *dependent_kind));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `(dependent, its kind, source)` for every materialized view of the
+    /// catalog and every plain view registered in the session.
+    async fn dependency_edges(&self, manifest: &Manifest) -> Result<Vec<(QualifiedName, Kind, QualifiedName)>> {
+        let mut edges = vec![];
+        for view in &manifest.views {
+            for source in &view.definition.sources {
+                edges.push((view.name.clone(), Kind::MaterializedView, source.clone()));
+            }
+        }
+        let (default_catalog, default_schema) = self.defaults();
+        for catalog_name in self.ctx.catalog_names() {
+            let Some(catalog) = self.ctx.catalog(&catalog_name) else { continue };
+            for schema_name in catalog.schema_names() {
+                if schema_name == "information_schema" {
+                    continue;
+                }
+                let Some(schema) = catalog.schema(&schema_name) else { continue };
+                for table_name in schema.table_names() {
+                    let Some(table) = schema.table(&table_name).await? else { continue };
+                    if table.table_type() != TableType::View {
+                        continue;
+                    }
+                    let Some(plan) = table.get_logical_plan() else { continue };
+                    let name = QualifiedName::new(&catalog_name, &schema_name, &table_name);
+                    for source in self.sources_of(&plan, &default_catalog, &default_schema).await? {
+                        edges.push((name.clone(), Kind::View, source));
+                    }
+                }
+            }
+        }
+        Ok(edges)
+    }
+
+    // ---- SHOW -----------------------------------------------------------
+
+    async fn show(&self, like: Option<&str>) -> Result<DataFrame> {
+        self.catalog.reload().await?;
+        let table = MaterializedViewsFunction::new(Arc::clone(&self.catalog)).table()?;
+        let mut df = self.ctx.read_table(table)?;
+        if let Some(pattern) = like {
+            df = df.filter(col("table_name").like(lit(pattern)))?;
+        }
+        Ok(df.sort(vec![
+            col("table_catalog").sort(true, false),
+            col("table_schema").sort(true, false),
+            col("table_name").sort(true, false),
+        ])?)
+    }
+
+    // ---- DataFusion statements -----------------------------------------
+
+    async fn execute_datafusion(&self, statement: DFStatement) -> Result<DataFrame> {
+        match &statement {
+            DFStatement::Statement(inner) => match inner.as_ref() {
+                SQLStatement::Drop { object_type: object_type @ (ObjectType::Table | ObjectType::View), names, if_exists, cascade, .. } => {
+                    let kind = if *object_type == ObjectType::Table { Kind::Table } else { Kind::View };
+                    return self.drop_relations(kind, names, *if_exists, *cascade, &statement).await;
+                }
+                SQLStatement::CreateView(view) => {
+                    self.check_name_free(&view.name, view.if_not_exists, view.or_replace, "view").await?;
+                }
+                SQLStatement::CreateTable(table) => {
+                    self.check_name_free(&table.name, table.if_not_exists, table.or_replace, "table").await?;
+                }
+                other => {
+                    for target in dml_targets(other) {
+                        let name = self.resolve(target)?;
+                        if self.catalog.current().view(&name).is_some() {
+                            return Err(Error::ReadOnly { name: self.display(&name) });
+                        }
+                    }
+                }
+            },
+            DFStatement::CreateExternalTable(table) => {
+                self.check_name_free(&table.name, table.if_not_exists, table.or_replace, "table").await?;
+            }
+            _ => {}
+        }
+        let plan = self.ctx.state().statement_to_plan(statement).await?;
+        self.check_populated(&plan)?;
+        Ok(self.ctx.execute_logical_plan(plan).await?)
+    }
+
+    /// `CREATE [OR REPLACE] TABLE/VIEW` must not replace a materialized view.
+    async fn check_name_free(&self, name: &ObjectName, if_not_exists: bool, or_replace: bool, kind: &'static str) -> Result<()> {
+        let name = self.resolve(name)?;
+        if if_not_exists || self.catalog.current().view(&name).is_none() {
+            return Ok(());
+        }
+        let display = self.display(&name);
+        Err(if or_replace {
+            Error::WrongObjectType { name: display, expected: kind, hint: None }
+        } else {
+            Error::AlreadyExists { name: display }
+        })
+    }
+
+    /// A query of an unpopulated view fails when it is planned, as in
+    /// PostgreSQL, rather than later when it is run.
+    fn check_populated(&self, plan: &LogicalPlan) -> Result<()> {
+        let mut result = Ok(());
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && let Ok(provider) = source_as_provider(&scan.source)
+                && let Some(view) = (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
+                && let Err(e) = view.snapshot()
+            {
+                result = Err(e);
+                return Ok(TreeNodeRecursion::Stop);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        result
+    }
+
+    /// `DROP TABLE` / `DROP VIEW`: refuses materialized views and objects
+    /// others depend on (unless CASCADE), then lets DataFusion drop each.
+    async fn drop_relations(
+        &self,
+        kind: Kind,
+        names: &[ObjectName],
+        if_exists: bool,
+        cascade: bool,
+        statement: &DFStatement,
+    ) -> Result<DataFrame> {
+        let manifest = self.catalog.reload().await?;
+        let mut targets = vec![];
+        for object in names {
+            let name = self.resolve(object)?;
+            if manifest.view(&name).is_some() {
+                return Err(Error::WrongObjectType {
+                    name: self.display(&name),
+                    expected: kind.as_str(),
+                    hint: Some("Use DROP MATERIALIZED VIEW to remove a materialized view."),
+                });
+            }
+            if self.registered(&name).await?.is_some() {
+                targets.push((name, kind));
+            }
+        }
+        let mut dropped_by_cascade = BTreeSet::new();
+        for target in &targets {
+            if !self.dependents(&manifest, std::slice::from_ref(target)).await?.is_empty() {
+                // Refuses without CASCADE; with it, drops the dependents (and
+                // a view target itself, which DataFusion then finds gone).
+                self.drop_with_dependents(&manifest, std::slice::from_ref(target), cascade).await?;
+                if kind == Kind::View {
+                    dropped_by_cascade.insert(target.0.clone());
+                }
+            }
+        }
+        let DFStatement::Statement(inner) = statement else { unreachable!("checked by caller") };
+        let SQLStatement::Drop { object_type, purge, temporary, table, restrict, .. } = inner.as_ref().clone() else {
+            unreachable!("checked by caller")
+        };
+        let mut result = self.empty()?;
+        for object in names {
+            if dropped_by_cascade.contains(&self.resolve(object)?) {
+                continue;
+            }
+            let single = SQLStatement::Drop {
+                object_type,
+                if_exists,
+                names: vec![object.clone()],
+                cascade: false,
+                restrict,
+                purge,
+                temporary,
+                table: table.clone(),
+            };
+            let plan = self.ctx.state().statement_to_plan(DFStatement::Statement(Box::new(single))).await?;
+            result = self.ctx.execute_logical_plan(plan).await?;
+        }
+        Ok(result)
+    }
+}
+
+/// The relations an INSERT, UPDATE, DELETE or TRUNCATE writes to.
+fn dml_targets(statement: &SQLStatement) -> Vec<&ObjectName> {
+    fn relation(t: &TableWithJoins) -> Option<&ObjectName> {
+        match &t.relation {
+            TableFactor::Table { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+    match statement {
+        SQLStatement::Insert(insert) => match &insert.table {
+            TableObject::TableName(name) => vec![name],
+            _ => vec![],
+        },
+        SQLStatement::Update(update) => relation(&update.table).into_iter().collect(),
+        SQLStatement::Delete(delete) => {
+            let from = match &delete.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+            };
+            delete.tables.iter().chain(from.iter().filter_map(relation)).collect()
+        }
+        SQLStatement::Truncate(truncate) => truncate.table_names.iter().map(|t| &t.name).collect(),
+        _ => vec![],
+    }
+}
+
+/// The one-row result of REFRESH.
+fn refresh_batch(outcome: &RefreshOutcome) -> RecordBatch {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("view", DataType::Utf8, false),
+        Field::new("mode", DataType::Utf8, false),
+        Field::new("rows_written", DataType::Int64, false),
+        Field::new("version", DataType::Int64, false),
+    ]));
+    RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(StringArray::from(vec![outcome.view.clone()])),
+            Arc::new(StringArray::from(vec![outcome.mode])),
+            Arc::new(Int64Array::from(vec![outcome.rows_written as i64])),
+            Arc::new(Int64Array::from(vec![outcome.version as i64])),
+        ],
+    )
+    .expect("refresh result columns match their schema")
+}
+
+/// Splits a catalog location into the object-store URL and the root path
+/// within that store, registering an in-memory store for `memory://`.
+fn resolve_location(ctx: &SessionContext, location: &str) -> Result<(ObjectStoreUrl, Path)> {
+    let invalid = |reason: String| Error::InvalidLocation { location: location.to_owned(), reason };
+    let url = if location.contains("://") {
+        url::Url::parse(location).map_err(|e| invalid(e.to_string()))?
+    } else {
+        std::fs::create_dir_all(location).map_err(|e| invalid(e.to_string()))?;
+        let absolute = std::fs::canonicalize(location).map_err(|e| invalid(e.to_string()))?;
+        url::Url::from_directory_path(&absolute).map_err(|()| invalid("not an absolute path".into()))?
+    };
+    if url.scheme() == "file" {
+        let path = url.to_file_path().map_err(|()| invalid("not a local path".into()))?;
+        std::fs::create_dir_all(&path).map_err(|e| invalid(e.to_string()))?;
+    }
+    let store_url = ObjectStoreUrl::parse(format!("{}://{}", url.scheme(), &url[url::Position::BeforeHost..url::Position::AfterPort]))?;
+    if url.scheme() == "memory" && ctx.runtime_env().object_store(&store_url).is_err() {
+        ctx.register_object_store(store_url.as_ref(), Arc::new(InMemory::new()));
+    }
+    let root = Path::from_url_path(url.path()).map_err(|e| invalid(e.to_string()))?;
+    Ok((store_url, root))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_split_into_store_and_root() {
+        let ctx = SessionContext::new();
+        let (url, root) = resolve_location(&ctx, "memory:///a/b").unwrap();
+        assert_eq!(url.as_str(), "memory:///");
+        assert_eq!(root.as_ref(), "a/b");
+        assert!(ctx.runtime_env().object_store(&url).is_ok());
+        let dir = tempfile::tempdir().unwrap();
+        let (url, root) = resolve_location(&ctx, dir.path().join("cat").to_str().unwrap()).unwrap();
+        assert_eq!(url.as_str(), "file:///");
+        assert!(root.as_ref().ends_with("/cat"), "{root}");
+        assert!(dir.path().join("cat").is_dir());
+    }
+
+    #[test]
+    fn dml_targets_cover_every_form() {
+        let targets = |sql: &str| {
+            let statements = parse_sql(sql, "generic", 50).unwrap();
+            let Statement::DataFusion(s) = &statements[0] else { panic!() };
+            let DFStatement::Statement(s) = s.as_ref() else { panic!() };
+            dml_targets(s).into_iter().map(|n| n.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(targets("INSERT INTO v VALUES (1)"), ["v"]);
+        assert_eq!(targets("UPDATE s.v SET a = 1"), ["s.v"]);
+        assert_eq!(targets("DELETE FROM v WHERE a = 1"), ["v"]);
+        assert_eq!(targets("TRUNCATE TABLE v"), ["v"]);
+        assert!(targets("SELECT 1").is_empty());
+    }
+}

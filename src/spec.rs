@@ -1,0 +1,311 @@
+//! The persisted types of a catalog and their JSON form. Pure data: no I/O.
+//!
+//! A catalog is a log of immutable manifest versions. Each version is the
+//! complete state of the catalog (every view's definition and its committed
+//! snapshot), so a reader needs exactly one file to know everything.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::{ResolvedTableReference, TableReference};
+use serde::{Deserialize, Serialize};
+
+/// Newest manifest format this build reads and the one it writes.
+pub const MANIFEST_FORMAT: u32 = 1;
+
+/// Newest definition format: the definition is DataFusion SQL, planned with
+/// the recorded default catalog and schema.
+pub const DEFINITION_FORMAT: u32 = 1;
+
+/// Parquet key-value metadata keys written into every data file, so a lost
+/// manifest can be rebuilt from the data.
+pub const META_VIEW: &str = "datafusion_matview.view";
+/// See [`META_VIEW`].
+pub const META_SNAPSHOT: &str = "datafusion_matview.snapshot";
+/// See [`META_VIEW`].
+pub const META_DEFINITION: &str = "datafusion_matview.definition";
+
+/// A fully qualified relation name: `catalog.schema.name`, case preserved.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct QualifiedName {
+    /// Catalog part.
+    pub catalog: String,
+    /// Schema part.
+    pub schema: String,
+    /// Relation part.
+    pub name: String,
+}
+
+impl QualifiedName {
+    /// Builds a name from its three parts.
+    pub fn new(catalog: impl Into<String>, schema: impl Into<String>, name: impl Into<String>) -> Self {
+        Self { catalog: catalog.into(), schema: schema.into(), name: name.into() }
+    }
+
+    /// The DataFusion reference for this name.
+    pub fn to_table_reference(&self) -> TableReference {
+        TableReference::full(self.catalog.as_str(), self.schema.as_str(), self.name.as_str())
+    }
+
+    /// The shortest name that means this relation under the given defaults,
+    /// as PostgreSQL prints relation names in messages.
+    pub fn short(&self, default_catalog: &str, default_schema: &str) -> String {
+        if self.catalog == default_catalog && self.schema == default_schema {
+            self.name.clone()
+        } else if self.catalog == default_catalog {
+            format!("{}.{}", self.schema, self.name)
+        } else {
+            self.to_string()
+        }
+    }
+}
+
+impl From<ResolvedTableReference> for QualifiedName {
+    fn from(r: ResolvedTableReference) -> Self {
+        Self::new(r.catalog.as_ref(), r.schema.as_ref(), r.table.as_ref())
+    }
+}
+
+impl fmt::Display for QualifiedName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.catalog, self.schema, self.name)
+    }
+}
+
+/// The complete state of a catalog at one version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Format of this file; see [`MANIFEST_FORMAT`].
+    pub format_version: u32,
+    /// Version number; the file is `_matview/log/{version:020}.json`.
+    pub version: u64,
+    /// When this version was committed.
+    pub committed_at: DateTime<Utc>,
+    /// Every materialized view, sorted by name.
+    pub views: Vec<ViewEntry>,
+}
+
+impl Default for Manifest {
+    fn default() -> Self {
+        Self { format_version: MANIFEST_FORMAT, version: 0, committed_at: DateTime::<Utc>::UNIX_EPOCH, views: vec![] }
+    }
+}
+
+impl Manifest {
+    /// The view of that name, if any.
+    pub fn view(&self, name: &QualifiedName) -> Option<&ViewEntry> {
+        self.views.iter().find(|v| &v.name == name)
+    }
+
+    /// The view of that name, mutably.
+    pub fn view_mut(&mut self, name: &QualifiedName) -> Option<&mut ViewEntry> {
+        self.views.iter_mut().find(|v| &v.name == name)
+    }
+
+    /// Inserts or replaces a view, keeping the list sorted.
+    pub fn upsert(&mut self, entry: ViewEntry) {
+        match self.views.binary_search_by(|v| v.name.cmp(&entry.name)) {
+            Ok(i) => self.views[i] = entry,
+            Err(i) => self.views.insert(i, entry),
+        }
+    }
+
+    /// Removes a view; returns it if it was there.
+    pub fn remove(&mut self, name: &QualifiedName) -> Option<ViewEntry> {
+        let i = self.views.iter().position(|v| &v.name == name)?;
+        Some(self.views.remove(i))
+    }
+
+    /// Every data file this version references, relative to the catalog root.
+    pub fn referenced_files(&self) -> BTreeSet<&str> {
+        self.views
+            .iter()
+            .filter_map(|v| v.snapshot.as_ref())
+            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+            .collect()
+    }
+}
+
+/// One materialized view: what it is and which data it currently has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewEntry {
+    /// Fully qualified name.
+    pub name: QualifiedName,
+    /// Identity of this definition; a new one on every CREATE (OR REPLACE).
+    pub id: String,
+    /// Storage directory of the view relative to the catalog root.
+    pub dir: String,
+    /// What the view computes.
+    pub definition: Definition,
+    /// When the definition was created.
+    pub created_at: DateTime<Utc>,
+    /// The committed data; `None` until the first refresh (`WITH NO DATA`).
+    pub snapshot: Option<Snapshot>,
+}
+
+/// The stored definition of a view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Definition {
+    /// Format of this definition; see [`DEFINITION_FORMAT`].
+    pub format: u32,
+    /// The canonical SQL text of the query.
+    pub sql: String,
+    /// Names given in the column list of CREATE (may be fewer than the columns).
+    pub column_names: Vec<String>,
+    /// Default catalog in force when the view was created; the query is
+    /// always planned with it, so unqualified names keep their meaning.
+    pub default_catalog: String,
+    /// Default schema in force when the view was created.
+    pub default_schema: String,
+    /// Output schema of the view.
+    pub schema: Schema,
+    /// Fully qualified names of the tables and views the query reads directly.
+    pub sources: Vec<QualifiedName>,
+}
+
+/// One committed, immutable set of data files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Unique id; also the name of the directory holding the files.
+    pub id: String,
+    /// The data files.
+    pub files: Vec<DataFile>,
+    /// Total rows over all files.
+    pub row_count: u64,
+    /// Total bytes over all files.
+    pub size_bytes: u64,
+    /// When the refresh that produced it committed.
+    pub refreshed_at: DateTime<Utc>,
+}
+
+/// One Parquet data file of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataFile {
+    /// Path relative to the catalog root.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Number of rows.
+    pub rows: u64,
+}
+
+/// Turns one name part into a directory name that is safe on every object
+/// store and file system: ASCII letters, digits and `_` stay, everything else
+/// (including `.`, `/`, `%` and control characters) becomes `-xx` hex bytes.
+/// The mapping is injective, so two names never share a directory.
+pub fn encode_path_part(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    for b in part.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("-{b:02x}"));
+        }
+    }
+    if out.is_empty() {
+        out.push('-');
+    }
+    out
+}
+
+/// Storage directory of a view relative to the catalog root: `<schema>/<view>`.
+/// The catalog part is included only when it is not `datafusion`.
+pub fn view_dir(name: &QualifiedName) -> String {
+    if name.catalog == "datafusion" {
+        format!("{}/{}", encode_path_part(&name.schema), encode_path_part(&name.name))
+    } else {
+        format!(
+            "{}/{}/{}",
+            encode_path_part(&name.catalog),
+            encode_path_part(&name.schema),
+            encode_path_part(&name.name)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::datatypes::{DataType, Field};
+
+    #[test]
+    fn path_parts_are_safe_and_distinct() {
+        assert_eq!(encode_path_part("sales_2024"), "sales_2024");
+        assert_eq!(encode_path_part("My View"), "My-20View");
+        assert_eq!(encode_path_part(".."), "-2e-2e");
+        assert_eq!(encode_path_part("a/b"), "a-2fb");
+        assert_ne!(encode_path_part("a-2fb"), encode_path_part("a/b"));
+        assert_eq!(encode_path_part(""), "-");
+        assert_eq!(encode_path_part("é"), "-c3-a9");
+    }
+
+    #[test]
+    fn manifest_round_trips_through_json() {
+        let mut m = Manifest::default();
+        let name = QualifiedName::new("datafusion", "public", "My View");
+        m.upsert(ViewEntry {
+            dir: view_dir(&name),
+            name,
+            id: "id1".into(),
+            definition: Definition {
+                format: DEFINITION_FORMAT,
+                sql: "SELECT 1 AS x".into(),
+                column_names: vec![],
+                default_catalog: "datafusion".into(),
+                default_schema: "public".into(),
+                schema: Schema::new(vec![Field::new("x", DataType::Int64, false)]),
+                sources: vec![],
+            },
+            created_at: Utc::now(),
+            snapshot: Some(Snapshot {
+                id: "s1".into(),
+                files: vec![DataFile { path: "public/My-20View/s1/a.parquet".into(), size: 10, rows: 1 }],
+                row_count: 1,
+                size_bytes: 10,
+                refreshed_at: Utc::now(),
+            }),
+        });
+        let json = serde_json::to_string(&m).unwrap();
+        let back: Manifest = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.referenced_files().len(), 1);
+    }
+
+    #[test]
+    fn upsert_keeps_views_sorted_and_replaces() {
+        let mut m = Manifest::default();
+        for n in ["b", "a", "c", "a"] {
+            let name = QualifiedName::new("datafusion", "public", n);
+            m.upsert(ViewEntry {
+                dir: view_dir(&name),
+                name,
+                id: n.into(),
+                definition: Definition {
+                    format: 1,
+                    sql: String::new(),
+                    column_names: vec![],
+                    default_catalog: String::new(),
+                    default_schema: String::new(),
+                    schema: Schema::empty(),
+                    sources: vec![],
+                },
+                created_at: Utc::now(),
+                snapshot: None,
+            });
+        }
+        let names: Vec<_> = m.views.iter().map(|v| v.name.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c"]);
+        assert!(m.remove(&QualifiedName::new("datafusion", "public", "b")).is_some());
+        assert!(m.remove(&QualifiedName::new("datafusion", "public", "b")).is_none());
+    }
+
+    #[test]
+    fn short_names_drop_default_parts() {
+        let n = QualifiedName::new("datafusion", "public", "v");
+        assert_eq!(n.short("datafusion", "public"), "v");
+        assert_eq!(n.short("datafusion", "other"), "public.v");
+        assert_eq!(n.short("x", "public"), "datafusion.public.v");
+    }
+}

@@ -1,0 +1,262 @@
+//! Parsing: DataFusion's [`DFParser`] plus the materialized-view statements.
+//!
+//! sqlparser already parses `CREATE MATERIALIZED VIEW`, `DROP MATERIALIZED
+//! VIEW` and `SHOW MATERIALIZED VIEWS`; this module takes those from its AST,
+//! parses `REFRESH MATERIALIZED VIEW` and the trailing `WITH [NO] DATA`
+//! itself, and hands every other statement to DataFusion unchanged.
+
+use datafusion::error::DataFusionError;
+use datafusion::sql::parser::{DFParser, DFParserBuilder, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::{
+    CreateTableOptions, Ident, ObjectName, ObjectType, Query, ShowStatementFilter, ShowStatementFilterPosition,
+    Statement as SQLStatement,
+};
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+use crate::error::{Error, Result};
+
+/// `CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [(col, ...)] AS query [WITH [NO] DATA]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateMaterializedView {
+    /// View name.
+    pub name: ObjectName,
+    /// `OR REPLACE`.
+    pub or_replace: bool,
+    /// `IF NOT EXISTS`.
+    pub if_not_exists: bool,
+    /// Column list; renames output columns left to right.
+    pub columns: Vec<Ident>,
+    /// The defining query.
+    pub query: Box<Query>,
+    /// `false` for `WITH NO DATA`.
+    pub with_data: bool,
+}
+
+/// `REFRESH MATERIALIZED VIEW name [FULL]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct RefreshMaterializedView {
+    /// View name.
+    pub name: ObjectName,
+    /// `FULL`: always recompute.
+    pub full: bool,
+}
+
+/// `DROP MATERIALIZED VIEW [IF EXISTS] name [, ...] [CASCADE | RESTRICT]`
+#[derive(Debug, Clone, PartialEq)]
+pub struct DropMaterializedView {
+    /// Views to drop.
+    pub names: Vec<ObjectName>,
+    /// `IF EXISTS`.
+    pub if_exists: bool,
+    /// `CASCADE`.
+    pub cascade: bool,
+}
+
+/// A parsed statement: a view statement or anything DataFusion handles.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statement {
+    /// CREATE MATERIALIZED VIEW
+    Create(CreateMaterializedView),
+    /// REFRESH MATERIALIZED VIEW
+    Refresh(RefreshMaterializedView),
+    /// DROP MATERIALIZED VIEW
+    Drop(DropMaterializedView),
+    /// `SHOW MATERIALIZED VIEWS [LIKE 'pattern']`
+    Show {
+        /// The LIKE pattern.
+        like: Option<String>,
+    },
+    /// Every other statement, for DataFusion.
+    DataFusion(Box<DFStatement>),
+}
+
+/// Parses one or more `;`-separated statements with the named sqlparser
+/// dialect (DataFusion's `datafusion.sql_parser.dialect`) and recursion limit.
+pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec<Statement>> {
+    let dialect = dialect_from_str(dialect).ok_or_else(|| {
+        Error::DataFusion(DataFusionError::Plan(format!(
+            "Unsupported SQL dialect: {dialect}. Available dialects: Generic, MySQL, PostgreSQL, Hive, SQLite, Snowflake, Redshift, MsSQL, ClickHouse, BigQuery, Ansi, DuckDB, Databricks."
+        )))
+    })?;
+    let mut parser =
+        DFParserBuilder::new(sql).with_dialect(dialect.as_ref()).with_recursion_limit(recursion_limit).build()?;
+    let mut statements = vec![];
+    let mut expecting_delimiter = false;
+    loop {
+        while parser.parser.consume_token(&Token::SemiColon) {
+            expecting_delimiter = false;
+        }
+        let next = parser.parser.peek_token();
+        if next.token == Token::EOF {
+            break;
+        }
+        if expecting_delimiter {
+            return Err(expected(&parser, "end of statement"));
+        }
+        statements.push(parse_statement(&mut parser)?);
+        expecting_delimiter = true;
+    }
+    Ok(statements)
+}
+
+fn expected(parser: &DFParser, what: &str) -> Error {
+    let found = parser.parser.peek_token();
+    Error::DataFusion(DataFusionError::SQL(
+        Box::new(datafusion::sql::sqlparser::parser::ParserError::ParserError(format!(
+            "Expected: {what}, found: {found}{}",
+            found.span.start
+        ))),
+        None,
+    ))
+}
+
+fn parse_statement(parser: &mut DFParser) -> Result<Statement> {
+    if parser.parser.parse_keywords(&[Keyword::REFRESH, Keyword::MATERIALIZED, Keyword::VIEW]) {
+        let name = parser.parser.parse_object_name(false)?;
+        let full = parser.parser.parse_keyword(Keyword::FULL);
+        return Ok(Statement::Refresh(RefreshMaterializedView { name, full }));
+    }
+    if let Token::Word(w) = parser.parser.peek_token().token
+        && w.keyword == Keyword::REFRESH
+    {
+        parser.parser.next_token();
+        return Err(expected(parser, "MATERIALIZED VIEW after REFRESH"));
+    }
+    let statement = parser.parse_statement()?;
+    let DFStatement::Statement(inner) = &statement else {
+        return Ok(Statement::DataFusion(Box::new(statement)));
+    };
+    match inner.as_ref() {
+        SQLStatement::CreateView(view) if view.materialized => {
+            let unsupported = |what: &str| {
+                Err(Error::NotSupported(format!("{what} is not supported for materialized views")))
+            };
+            if view.or_alter || view.secure || view.temporary || view.with_no_schema_binding {
+                return unsupported("this form of CREATE VIEW");
+            }
+            if !matches!(view.options, CreateTableOptions::None) || !view.cluster_by.is_empty() {
+                return unsupported("WITH (...) options");
+            }
+            if view.to.is_some() || view.comment.is_some() || view.params.is_some() || view.copy_grants {
+                return unsupported("this clause");
+            }
+            if view.columns.iter().any(|c| c.data_type.is_some() || c.options.is_some()) {
+                return unsupported("a column list with types or options");
+            }
+            let with_data = if parser.parser.parse_keywords(&[Keyword::WITH, Keyword::NO, Keyword::DATA]) {
+                false
+            } else {
+                let _ = parser.parser.parse_keywords(&[Keyword::WITH, Keyword::DATA]);
+                true
+            };
+            Ok(Statement::Create(CreateMaterializedView {
+                name: view.name.clone(),
+                or_replace: view.or_replace,
+                if_not_exists: view.if_not_exists,
+                columns: view.columns.iter().map(|c| c.name.clone()).collect(),
+                query: view.query.clone(),
+                with_data,
+            }))
+        }
+        SQLStatement::Drop { object_type: ObjectType::MaterializedView, if_exists, names, cascade, .. } => {
+            Ok(Statement::Drop(DropMaterializedView { names: names.clone(), if_exists: *if_exists, cascade: *cascade }))
+        }
+        SQLStatement::ShowViews { materialized: true, show_options, .. } => {
+            if show_options.show_in.is_some() || show_options.starts_with.is_some() || show_options.limit.is_some() {
+                return Err(Error::NotSupported(
+                    "SHOW MATERIALIZED VIEWS supports only a LIKE filter".into(),
+                ));
+            }
+            let like = match &show_options.filter_position {
+                None => None,
+                Some(ShowStatementFilterPosition::Infix(ShowStatementFilter::Like(p)))
+                | Some(ShowStatementFilterPosition::Suffix(ShowStatementFilter::Like(p))) => Some(p.clone()),
+                Some(_) => {
+                    return Err(Error::NotSupported(
+                        "SHOW MATERIALIZED VIEWS supports only a LIKE filter".into(),
+                    ));
+                }
+            };
+            Ok(Statement::Show { like })
+        }
+        _ => Ok(Statement::DataFusion(Box::new(statement))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(sql: &str) -> Statement {
+        let mut v = parse_sql(sql, "generic", 50).unwrap();
+        assert_eq!(v.len(), 1, "{v:?}");
+        v.remove(0)
+    }
+
+    #[test]
+    fn create_with_every_option() {
+        let Statement::Create(c) =
+            one(r#"CREATE OR REPLACE MATERIALIZED VIEW IF NOT EXISTS s."My View" (a, "B") AS SELECT 1, 2 WITH NO DATA"#)
+        else {
+            panic!()
+        };
+        assert!(c.or_replace && c.if_not_exists && !c.with_data);
+        assert_eq!(c.name.to_string(), r#"s."My View""#);
+        assert_eq!(c.columns.iter().map(|i| i.value.as_str()).collect::<Vec<_>>(), ["a", "B"]);
+        assert_eq!(c.query.to_string(), "SELECT 1, 2");
+    }
+
+    #[test]
+    fn with_data_is_the_default() {
+        let Statement::Create(c) = one("create materialized view v as select * from t with data") else { panic!() };
+        assert!(c.with_data);
+        let Statement::Create(c) = one("create materialized view v as select * from t") else { panic!() };
+        assert!(c.with_data);
+    }
+
+    #[test]
+    fn refresh_drop_show() {
+        assert_eq!(
+            one("REFRESH MATERIALIZED VIEW a.b.c FULL"),
+            Statement::Refresh(RefreshMaterializedView { name: ObjectName::from(vec![Ident::new("a"), Ident::new("b"), Ident::new("c")]), full: true })
+        );
+        let Statement::Drop(d) = one("DROP MATERIALIZED VIEW IF EXISTS v1, v2 CASCADE") else { panic!() };
+        assert!(d.if_exists && d.cascade);
+        assert_eq!(d.names.len(), 2);
+        assert_eq!(one("SHOW MATERIALIZED VIEWS LIKE 'x%'"), Statement::Show { like: Some("x%".into()) });
+        assert_eq!(one("show materialized views"), Statement::Show { like: None });
+    }
+
+    #[test]
+    fn several_statements_and_comments() {
+        let v = parse_sql(
+            "-- a comment\nCREATE TABLE t AS VALUES (1); /* block */ REFRESH MATERIALIZED VIEW v;; SELECT 1;",
+            "generic",
+            50,
+        )
+        .unwrap();
+        assert_eq!(v.len(), 3);
+        assert!(matches!(v[0], Statement::DataFusion(_)));
+        assert!(matches!(v[1], Statement::Refresh(_)));
+        assert!(matches!(v[2], Statement::DataFusion(_)));
+    }
+
+    #[test]
+    fn syntax_errors_say_what_was_expected() {
+        let e = parse_sql("REFRESH VIEW v", "generic", 50).unwrap_err().to_string();
+        assert!(e.contains("Expected: MATERIALIZED VIEW after REFRESH"), "{e}");
+        let e = parse_sql("REFRESH MATERIALIZED VIEW v junk", "generic", 50).unwrap_err().to_string();
+        assert!(e.contains("Expected: end of statement, found: junk"), "{e}");
+        let e = parse_sql("CREATE MATERIALIZED VIEW v AS SELECT 1 WITH NO", "generic", 50).unwrap_err().to_string();
+        assert!(e.contains("end of statement"), "{e}");
+    }
+
+    #[test]
+    fn other_statements_pass_through() {
+        for sql in ["CREATE VIEW v AS SELECT 1", "DROP VIEW v", "SHOW TABLES", "COPY (SELECT 1) TO 'x.parquet'"] {
+            assert!(matches!(one(sql), Statement::DataFusion(_)), "{sql}");
+        }
+    }
+}

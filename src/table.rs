@@ -1,0 +1,175 @@
+//! The [`TableProvider`] of a materialized view: a Parquet scan over exactly
+//! the files of the committed snapshot.
+//!
+//! Planning reads no Parquet footer and lists nothing: the file list, sizes
+//! and row counts come from the manifest. Projection, limit and filters are
+//! pushed into DataFusion's Parquet scan, which prunes row groups with the
+//! statistics written at refresh time.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::catalog::Session;
+use datafusion::common::stats::Precision;
+use datafusion::common::{Statistics, project_schema};
+use datafusion::datasource::file_format::FileFormat;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::PartitionedFile;
+use datafusion::datasource::physical_plan::{FileGroup, FileScanConfigBuilder};
+use datafusion::datasource::{TableProvider, TableType};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::dml::InsertOp;
+use datafusion::logical_expr::{Expr, LogicalPlan, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_plan::empty::EmptyExec;
+
+use crate::catalog::Catalog;
+use crate::error::Error;
+use crate::spec::{QualifiedName, Snapshot};
+
+/// A materialized view as a DataFusion table.
+///
+/// Every scan reads the snapshot committed in the catalog's current version
+/// at planning time; a plan keeps reading that snapshot to its end.
+#[derive(Debug)]
+pub struct MaterializedViewTable {
+    catalog: Arc<Catalog>,
+    name: QualifiedName,
+    display_name: String,
+    schema: SchemaRef,
+    definition: String,
+}
+
+impl MaterializedViewTable {
+    /// A provider for view `name` of `catalog`, with the view's output schema.
+    pub fn new(
+        catalog: Arc<Catalog>,
+        name: QualifiedName,
+        display_name: String,
+        schema: SchemaRef,
+        definition: String,
+    ) -> Self {
+        Self { catalog, name, display_name, schema, definition }
+    }
+
+    /// The view's fully qualified name.
+    pub fn name(&self) -> &QualifiedName {
+        &self.name
+    }
+
+    /// The committed snapshot, or the error a query of this view gets.
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        let manifest = self.catalog.current();
+        let entry = manifest.view(&self.name).ok_or_else(|| Error::NotFound { name: self.display_name.clone() })?;
+        entry.snapshot.clone().ok_or_else(|| Error::NotPopulated { name: self.display_name.clone() })
+    }
+
+    fn read_only(&self) -> datafusion::error::DataFusionError {
+        Error::ReadOnly { name: self.display_name.clone() }.into()
+    }
+}
+
+fn snapshot_statistics(snapshot: &Snapshot, schema: &SchemaRef) -> Statistics {
+    Statistics {
+        num_rows: Precision::Exact(snapshot.row_count as usize),
+        total_byte_size: Precision::Inexact(snapshot.size_bytes as usize),
+        column_statistics: Statistics::unknown_column(schema),
+    }
+}
+
+#[async_trait]
+impl TableProvider for MaterializedViewTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn get_table_definition(&self) -> Option<&str> {
+        Some(&self.definition)
+    }
+
+    fn get_logical_plan(&'_ self) -> Option<Cow<'_, LogicalPlan>> {
+        None
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let snapshot = self.snapshot()?;
+        if snapshot.files.is_empty() {
+            let projected = project_schema(&self.schema, projection)?;
+            return Ok(Arc::new(EmptyExec::new(projected)));
+        }
+        let files: Vec<PartitionedFile> = snapshot
+            .files
+            .iter()
+            .map(|f| {
+                let mut stats = Statistics::new_unknown(&self.schema);
+                stats.num_rows = Precision::Exact(f.rows as usize);
+                stats.total_byte_size = Precision::Inexact(f.size as usize);
+                PartitionedFile::new(self.catalog.path(&f.path).to_string(), f.size).with_statistics(Arc::new(stats))
+            })
+            .collect();
+        // Spread the files over the session's target partitions; DataFusion
+        // splits large files further by byte range when it repartitions.
+        let groups = state.config().target_partitions().clamp(1, files.len());
+        let mut file_groups: Vec<Vec<PartitionedFile>> = vec![vec![]; groups];
+        for (i, file) in files.into_iter().enumerate() {
+            file_groups[i % groups].push(file);
+        }
+        let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
+        let source = format.file_source(Arc::clone(&self.schema).into());
+        let config = FileScanConfigBuilder::new(self.catalog.store_url().clone(), source)
+            .with_file_groups(file_groups.into_iter().map(FileGroup::new).collect())
+            .with_statistics(snapshot_statistics(&snapshot, &self.schema))
+            .with_projection_indices(projection.cloned())?
+            .with_limit(limit)
+            .build();
+        format.create_physical_plan(state, config).await
+    }
+
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DFResult<Vec<TableProviderFilterPushDown>> {
+        // Row groups are pruned with the filters, but rows are not all
+        // filtered by the scan: DataFusion keeps its filter above it.
+        Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
+    }
+
+    fn statistics(&self) -> Option<Statistics> {
+        self.snapshot().ok().map(|s| snapshot_statistics(&s, &self.schema))
+    }
+
+    async fn insert_into(
+        &self,
+        _state: &dyn Session,
+        _input: Arc<dyn ExecutionPlan>,
+        _insert_op: InsertOp,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.read_only())
+    }
+
+    async fn delete_from(&self, _state: &dyn Session, _filters: Vec<Expr>) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.read_only())
+    }
+
+    async fn update(
+        &self,
+        _state: &dyn Session,
+        _assignments: Vec<(String, Expr)>,
+        _filters: Vec<Expr>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.read_only())
+    }
+
+    async fn truncate(&self, _state: &dyn Session) -> DFResult<Arc<dyn ExecutionPlan>> {
+        Err(self.read_only())
+    }
+}
