@@ -1,0 +1,268 @@
+//! One shared suite of catalog tests that every storage backend must pass:
+//! views survive closing the session, a session's defaults do not change
+//! what a view reads, and no file of a committed snapshot is ever deleted
+//! early or overwritten.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion_matview::{Error, MatviewOptions, MatviewSession};
+use futures::TryStreamExt;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+/// Where a catalog lives; each call of `context` is a new "process".
+trait Backend {
+    fn location(&self) -> String;
+    fn context(&self) -> SessionContext;
+    /// The store and the catalog root inside it, to inspect files.
+    fn store(&self) -> (Arc<dyn ObjectStore>, Path);
+}
+
+struct Memory {
+    store: Arc<InMemory>,
+}
+
+impl Backend for Memory {
+    fn location(&self) -> String {
+        "memory:///catalogs/test".into()
+    }
+    fn context(&self) -> SessionContext {
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+        let url = url::Url::parse("memory://").unwrap();
+        ctx.register_object_store(&url, Arc::clone(&self.store) as _);
+        ctx
+    }
+    fn store(&self) -> (Arc<dyn ObjectStore>, Path) {
+        (Arc::clone(&self.store) as _, Path::from("catalogs/test"))
+    }
+}
+
+struct Local {
+    dir: tempfile::TempDir,
+}
+
+impl Backend for Local {
+    fn location(&self) -> String {
+        self.dir.path().join("catalog").to_string_lossy().into_owned()
+    }
+    fn context(&self) -> SessionContext {
+        SessionContext::new_with_config(SessionConfig::new().with_information_schema(true))
+    }
+    fn store(&self) -> (Arc<dyn ObjectStore>, Path) {
+        let root = std::fs::canonicalize(self.dir.path()).unwrap().join("catalog");
+        (Arc::new(object_store::local::LocalFileSystem::new()), Path::from_absolute_path(root).unwrap())
+    }
+}
+
+/// Source data lives in a CSV folder outside the catalog, as users have it.
+struct Source {
+    dir: tempfile::TempDir,
+}
+
+impl Source {
+    fn new() -> Self {
+        Self { dir: tempfile::tempdir().unwrap() }
+    }
+    fn write(&self, file: &str, rows: &[(i64, &str)]) {
+        let mut text = String::from("id,name\n");
+        for (id, name) in rows {
+            text.push_str(&format!("{id},{name}\n"));
+        }
+        std::fs::write(self.dir.path().join(file), text).unwrap();
+    }
+    fn remove(&self, file: &str) {
+        std::fs::remove_file(self.dir.path().join(file)).unwrap();
+    }
+    fn register_sql(&self, table: &str) -> String {
+        format!(
+            "CREATE EXTERNAL TABLE {table} (id BIGINT, name VARCHAR) STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
+            self.dir.path().display()
+        )
+    }
+}
+
+async fn open(backend: &dyn Backend, retention: Duration) -> MatviewSession {
+    let options = MatviewOptions { retention, ..Default::default() };
+    MatviewSession::open_with_options(backend.context(), &backend.location(), options).await.unwrap()
+}
+
+async fn rows(session: &MatviewSession, sql: &str) -> Vec<RecordBatch> {
+    session.sql(sql).await.unwrap().collect().await.unwrap()
+}
+
+async fn ids(session: &MatviewSession, sql: &str) -> Vec<i64> {
+    let mut out = vec![];
+    for batch in rows(session, sql).await {
+        let col = batch.column(0).as_primitive::<Int64Type>();
+        out.extend((0..col.len()).map(|i| col.value(i)));
+    }
+    out
+}
+
+/// Every object under the catalog root with its content.
+async fn files(backend: &dyn Backend) -> BTreeMap<String, Vec<u8>> {
+    let (store, root) = backend.store();
+    let metas: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
+    let mut out = BTreeMap::new();
+    for meta in metas {
+        let bytes = store.get(&meta.location).await.unwrap().bytes().await.unwrap();
+        out.insert(meta.location.to_string(), bytes.to_vec());
+    }
+    out
+}
+
+fn parquet_files(all: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+    all.iter().filter(|(k, _)| k.ends_with(".parquet")).map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+async fn views_survive_a_new_session(backend: &dyn Backend) {
+    let source = Source::new();
+    source.write("a.csv", &[(1, "ann"), (2, "bob"), (3, "cy")]);
+    {
+        let s = open(backend, Duration::from_secs(3600)).await;
+        s.sql(&source.register_sql("people")).await.unwrap();
+        s.sql("CREATE MATERIALIZED VIEW big AS SELECT id, name FROM people WHERE id >= 2").await.unwrap();
+        s.sql("CREATE MATERIALIZED VIEW later AS SELECT count(*) AS n FROM people WITH NO DATA").await.unwrap();
+        s.sql("CREATE VIEW plain AS SELECT id FROM big").await.unwrap();
+        assert_eq!(ids(&s, "SELECT id FROM big ORDER BY id").await, [2, 3]);
+    }
+    // The source is gone: a query of the view must not recompute it.
+    source.remove("a.csv");
+    let s = open(backend, Duration::from_secs(3600)).await;
+    assert_eq!(ids(&s, "SELECT id FROM big ORDER BY id").await, [2, 3]);
+    let err = s.sql("SELECT * FROM later").await.unwrap_err();
+    assert!(matches!(err, Error::NotPopulated { .. }), "{err}");
+    let listed = rows(&s, "SELECT table_name, populated, row_count FROM materialized_views() ORDER BY table_name").await;
+    let names = listed[0].column(0).as_string::<i32>();
+    assert_eq!((0..names.len()).map(|i| names.value(i)).collect::<Vec<_>>(), ["big", "later"]);
+    assert_eq!(listed[0].column(2).as_primitive::<Int64Type>().value(0), 2);
+    assert!(listed[0].column(2).is_null(1));
+    // Dependencies are restored with the definitions.
+    source.write("b.csv", &[(7, "dee")]);
+    s.sql(&source.register_sql("people")).await.unwrap();
+    let err = s.sql("DROP TABLE people").await.unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "cannot drop table people because other objects depend on it\n\
+         DETAIL: materialized view big depends on table people\n\
+         materialized view later depends on table people\n\
+         HINT: Use DROP ... CASCADE to drop the dependent objects too."
+    );
+    let refreshed = rows(&s, "REFRESH MATERIALIZED VIEW later").await;
+    assert_eq!(refreshed[0].column(2).as_primitive::<Int64Type>().value(0), 1);
+    assert_eq!(ids(&s, "SELECT n FROM later").await, [1]);
+}
+
+async fn defaults_do_not_change_what_a_view_reads(backend: &dyn Backend) {
+    let s = open(backend, Duration::from_secs(3600)).await;
+    s.sql("CREATE SCHEMA other").await.unwrap();
+    s.sql("CREATE TABLE public.t (x BIGINT) AS VALUES (1)").await.unwrap();
+    s.sql("CREATE TABLE other.t (x BIGINT) AS VALUES (100)").await.unwrap();
+    s.sql("SET datafusion.catalog.default_schema = 'other'").await.unwrap().collect().await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t").await.unwrap();
+    s.sql("SET datafusion.catalog.default_schema = 'public'").await.unwrap().collect().await.unwrap();
+    s.sql("INSERT INTO other.t VALUES (200)").await.unwrap().collect().await.unwrap();
+    s.sql("REFRESH MATERIALIZED VIEW other.v").await.unwrap().collect().await.unwrap();
+    assert_eq!(ids(&s, "SELECT x FROM other.v ORDER BY x").await, [100, 200]);
+    // A second session with other defaults refreshes against the same source.
+    let ctx = backend.context();
+    ctx.sql("CREATE SCHEMA other").await.unwrap();
+    ctx.sql("CREATE TABLE other.t (x BIGINT) AS VALUES (5)").await.unwrap();
+    ctx.sql("CREATE TABLE public.t (x BIGINT) AS VALUES (6)").await.unwrap();
+    let s2 = MatviewSession::open(ctx, &backend.location()).await.unwrap();
+    s2.sql("REFRESH MATERIALIZED VIEW other.v").await.unwrap().collect().await.unwrap();
+    assert_eq!(ids(&s2, "SELECT x FROM other.v").await, [5]);
+}
+
+async fn committed_files_are_never_overwritten_or_deleted_early(backend: &dyn Backend) {
+    let s = open(backend, Duration::from_secs(3600)).await;
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)").await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t").await.unwrap();
+    let first = parquet_files(&files(backend).await);
+    assert!(!first.is_empty());
+    s.sql("INSERT INTO t VALUES (3)").await.unwrap().collect().await.unwrap();
+    s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap().collect().await.unwrap();
+    let second = parquet_files(&files(backend).await);
+    // Within the retention window every old file is still there, unchanged,
+    // and the new snapshot is made of new files only.
+    for (path, bytes) in &first {
+        assert_eq!(second.get(path), Some(bytes), "{path} changed or vanished");
+    }
+    assert!(second.len() > first.len());
+    // A refresh that fails keeps the old data and leaves no file behind.
+    s.sql("CREATE OR REPLACE TABLE t (x BIGINT) AS VALUES (0)").await.unwrap();
+    s.sql("CREATE OR REPLACE MATERIALIZED VIEW d AS SELECT 10 / x AS y FROM t WITH NO DATA").await.unwrap();
+    let before = files(backend).await;
+    let err = s.sql("REFRESH MATERIALIZED VIEW d").await.unwrap_err().to_string();
+    assert!(err.starts_with("could not refresh materialized view \"d\": "), "{err}");
+    assert!(err.contains("Divide by zero"), "{err}");
+    let after = files(backend).await;
+    assert_eq!(parquet_files(&before), parquet_files(&after));
+    assert_eq!(ids(&s, "SELECT x FROM v ORDER BY x").await, [1, 2, 3]);
+
+    // With no retention, cleanup removes superseded files at once, and
+    // never a file of the committed snapshot.
+    drop(s);
+    let s = open(backend, Duration::ZERO).await;
+    let report = s.cleanup().await.unwrap();
+    assert!(report.files_deleted >= first.len(), "{report:?}");
+    let now = parquet_files(&files(backend).await);
+    for path in first.keys() {
+        assert!(!now.contains_key(path), "{path} should have been cleaned up");
+    }
+    assert_eq!(ids(&s, "SELECT x FROM v ORDER BY x").await, [1, 2, 3]);
+    s.sql("DROP MATERIALIZED VIEW v, d").await.unwrap();
+    assert!(parquet_files(&files(backend).await).is_empty());
+}
+
+async fn replace_is_atomic_and_keeps_identity_checks(backend: &dyn Backend) {
+    let s = open(backend, Duration::from_secs(3600)).await;
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2), (3)").await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t WHERE x > 1").await.unwrap();
+    let version = s.catalog().current().version;
+    s.sql("CREATE OR REPLACE MATERIALIZED VIEW v (y) AS SELECT x * 10 FROM t").await.unwrap();
+    // One commit replaced both definition and data.
+    assert_eq!(s.catalog().current().version, version + 1);
+    assert_eq!(ids(&s, "SELECT y FROM v ORDER BY y").await, [10, 20, 30]);
+    // A second session sees the replacement.
+    let s2 = open(backend, Duration::from_secs(3600)).await;
+    let entry = s2.catalog().current().views[0].clone();
+    assert_eq!(entry.definition.column_names, ["y"]);
+    assert_eq!(entry.snapshot.unwrap().row_count, 3);
+}
+
+macro_rules! suite {
+    ($($test:ident),*) => {
+        mod memory {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(&Memory { store: Arc::new(InMemory::new()) }).await;
+                }
+            )*
+        }
+        mod local {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(&Local { dir: tempfile::tempdir().unwrap() }).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    views_survive_a_new_session,
+    defaults_do_not_change_what_a_view_reads,
+    committed_files_are_never_overwritten_or_deleted_early,
+    replace_is_atomic_and_keeps_identity_checks
+);
