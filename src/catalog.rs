@@ -25,7 +25,6 @@
 //! Files no live version references are deleted only after the retention
 //! window (see [`Catalog::cleanup`]).
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -117,13 +116,18 @@ impl Catalog {
     /// Object path of a file given relative to the catalog root.
     pub fn path(&self, relative: &str) -> Path {
         let mut parts: Vec<_> = self.root.parts().collect();
-        parts.extend(Path::from(relative).parts().map(|p| p.as_ref().to_owned().into()));
+        parts.extend(
+            Path::from(relative)
+                .parts()
+                .map(|p| p.as_ref().to_owned().into()),
+        );
         Path::from_iter(parts)
     }
 
     /// A path relative to the catalog root, for a full object path under it.
     pub fn relative(&self, path: &Path) -> Option<String> {
-        path.prefix_match(&self.root).map(|parts| Path::from_iter(parts).to_string())
+        path.prefix_match(&self.root)
+            .map(|parts| Path::from_iter(parts).to_string())
     }
 
     /// URL of a directory relative to the root, for DataFusion's writers.
@@ -201,12 +205,26 @@ impl Catalog {
             next.format_version = MANIFEST_FORMAT;
             next.version = base.version + 1;
             next.committed_at = Utc::now();
+            for retired in next.retired.iter_mut().filter(|r| r.retired_at.is_none()) {
+                retired.retired_at = Some(next.committed_at);
+            }
             let json = serde_json::to_vec_pretty(&next).map_err(|e| Error::CorruptManifest {
                 path: self.version_path(next.version).to_string(),
                 reason: e.to_string(),
             })?;
-            let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
-            match self.store.put_opts(&self.version_path(next.version), PutPayload::from(json), opts).await {
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            match self
+                .store
+                .put_opts(
+                    &self.version_path(next.version),
+                    PutPayload::from(json),
+                    opts,
+                )
+                .await
+            {
                 Ok(_) => {
                     let next = Arc::new(next);
                     self.install(Arc::clone(&next));
@@ -218,14 +236,22 @@ impl Catalog {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::TooManyRetries { catalog: self.location.clone(), attempts: MAX_COMMIT_ATTEMPTS })
+        Err(Error::TooManyRetries {
+            catalog: self.location.clone(),
+            attempts: MAX_COMMIT_ATTEMPTS,
+        })
     }
 
     /// Deletes every object under a directory relative to the root
     /// (used to discard data written by a refresh that did not commit).
     pub async fn delete_dir(&self, relative: &str) -> Result<usize> {
         let prefix = self.path(relative);
-        let paths: Vec<Path> = self.store.list(Some(&prefix)).map_ok(|m| m.location).try_collect().await?;
+        let paths: Vec<Path> = self
+            .store
+            .list(Some(&prefix))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await?;
         for p in &paths {
             match self.store.delete(p).await {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
@@ -235,69 +261,87 @@ impl Catalog {
         Ok(paths.len())
     }
 
-    /// Removes what no reader may still need:
+    /// Removes what no reader may still need, reading only the latest
+    /// manifest (its cost does not grow with the number of commits):
     ///
+    /// - the files of a snapshot retired more than the retention window ago
+    ///   (every version that referenced it was superseded that long ago);
     /// - a manifest version whose successor was committed more than the
     ///   retention window ago (the latest version is never removed);
-    /// - a data file that no live version references and that is itself
-    ///   older than the retention window (so files of a refresh still in
-    ///   progress in another process are kept).
+    /// - with `sweep_orphans`, also files no version references at all (left
+    ///   by a writer that failed before committing), once they are older
+    ///   than the window, so a refresh still writing is never cut off. This
+    ///   lists every data file of the catalog.
     ///
     /// Safe to run concurrently with writers, readers and other cleanups.
-    pub async fn cleanup(&self) -> Result<CleanupReport> {
-        let now = Utc::now();
-        let retention = chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
-        let cutoff = now.checked_sub_signed(retention).unwrap_or(DateTime::<Utc>::MIN_UTC);
-        let versions = self.list_versions().await?;
-        let Some(&(latest, _)) = versions.last() else {
-            return Ok(CleanupReport::default());
-        };
-        // A version is live while its successor is younger than the window.
-        let mut live = vec![latest];
-        let mut expired = vec![];
-        for pair in versions.windows(2) {
-            let ((v, _), (_, successor_time)) = (pair[0], pair[1]);
-            if successor_time > cutoff { live.push(v) } else { expired.push(v) }
-        }
-        let mut referenced: BTreeSet<String> = BTreeSet::new();
-        let mut view_dirs: BTreeSet<String> = BTreeSet::new();
-        for v in &live {
-            let manifest = match self.read_version(*v).await {
-                Ok(m) => m,
-                // Removed by a concurrent cleanup: it was not live for that one.
-                Err(Error::ObjectStore(object_store::Error::NotFound { .. })) => continue,
-                Err(e) => return Err(e),
-            };
-            referenced.extend(manifest.referenced_files().into_iter().map(str::to_owned));
-            view_dirs.extend(manifest.views.iter().map(|e| e.dir.clone()));
-        }
-        for v in &expired {
-            if let Ok(m) = self.read_version(*v).await {
-                view_dirs.extend(m.views.iter().map(|e| e.dir.clone()));
-            }
-        }
+    pub async fn cleanup(&self, sweep_orphans: bool) -> Result<CleanupReport> {
+        let cutoff = self.cutoff();
+        let latest = self.reload().await?;
         let mut report = CleanupReport::default();
-        for dir in &view_dirs {
-            let files: Vec<_> = self.store.list(Some(&self.path(dir))).try_collect().await?;
-            for meta in files {
-                let Some(rel) = self.relative(&meta.location) else { continue };
-                if !referenced.contains(&rel) && meta.last_modified <= cutoff {
-                    match self.store.delete(&meta.location).await {
-                        Ok(()) => report.files_deleted += 1,
-                        Err(object_store::Error::NotFound { .. }) => {}
-                        Err(e) => return Err(e.into()),
-                    }
+
+        let expired: Vec<String> = latest
+            .retired
+            .iter()
+            .filter(|r| r.retired_at.is_some_and(|t| t <= cutoff))
+            .map(|r| r.dir.clone())
+            .collect();
+        for dir in &expired {
+            report.files_deleted += self.delete_dir(dir).await?;
+        }
+        if !expired.is_empty() {
+            // Forget them; a concurrent cleanup may have done so already.
+            self.commit(|m| {
+                m.retired.retain(|r| !expired.contains(&r.dir));
+                Ok(())
+            })
+            .await?;
+        }
+
+        let versions = self.list_versions().await?;
+        for pair in versions.windows(2) {
+            let ((version, _), (_, successor_time)) = (pair[0], pair[1]);
+            if successor_time <= cutoff {
+                match self.store.delete(&self.version_path(version)).await {
+                    Ok(()) => report.manifests_deleted += 1,
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
                 }
             }
         }
-        for v in expired {
-            match self.store.delete(&self.version_path(v)).await {
-                Ok(()) => report.manifests_deleted += 1,
-                Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(e.into()),
+
+        if sweep_orphans {
+            let latest = self.reload().await?;
+            let known = latest.known_snapshot_dirs();
+            let log = self.path("_matview");
+            let objects: Vec<_> = self.store.list(Some(&self.root)).try_collect().await?;
+            for meta in objects {
+                if meta.location.prefix_match(&log).is_some() || meta.last_modified > cutoff {
+                    continue;
+                }
+                let Some(relative) = self.relative(&meta.location) else {
+                    continue;
+                };
+                let Some((dir, _file)) = relative.rsplit_once('/') else {
+                    continue;
+                };
+                if known.contains(dir) {
+                    continue;
+                }
+                match self.store.delete(&meta.location).await {
+                    Ok(()) => report.files_deleted += 1,
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         Ok(report)
+    }
+
+    fn cutoff(&self) -> DateTime<Utc> {
+        let retention = chrono::Duration::from_std(self.retention).unwrap_or(chrono::Duration::MAX);
+        Utc::now()
+            .checked_sub_signed(retention)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
     }
 }
 
@@ -307,7 +351,10 @@ fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Ma
     struct FormatOnly {
         format_version: u32,
     }
-    let corrupt = |reason: String| Error::CorruptManifest { path: path.to_string(), reason };
+    let corrupt = |reason: String| Error::CorruptManifest {
+        path: path.to_string(),
+        reason,
+    };
     let format: FormatOnly = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if format.format_version > MANIFEST_FORMAT {
         return Err(Error::UnsupportedFormat {
@@ -318,7 +365,10 @@ fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Ma
     }
     let manifest: Manifest = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if manifest.version != expected_version {
-        return Err(corrupt(format!("it says version {}, its name says {expected_version}", manifest.version)));
+        return Err(corrupt(format!(
+            "it says version {}, its name says {expected_version}",
+            manifest.version
+        )));
     }
     Ok(manifest)
 }
@@ -329,9 +379,15 @@ mod tests {
     use object_store::memory::InMemory;
 
     async fn catalog(store: Arc<dyn ObjectStore>, retention: Duration) -> Catalog {
-        Catalog::open("memory:///cat", ObjectStoreUrl::parse("memory://").unwrap(), store, Path::from("cat"), retention)
-            .await
-            .unwrap()
+        Catalog::open(
+            "memory:///cat",
+            ObjectStoreUrl::parse("memory://").unwrap(),
+            store,
+            Path::from("cat"),
+            retention,
+        )
+        .await
+        .unwrap()
     }
 
     #[tokio::test]
@@ -370,13 +426,26 @@ mod tests {
     async fn unreadable_and_newer_manifests_are_named() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         store
-            .put(&Path::from("cat/_matview/log/00000000000000000001.json"), PutPayload::from("{not json"))
+            .put(
+                &Path::from("cat/_matview/log/00000000000000000001.json"),
+                PutPayload::from("{not json"),
+            )
             .await
             .unwrap();
-        let err = Catalog::open("m", ObjectStoreUrl::parse("memory://").unwrap(), Arc::clone(&store), Path::from("cat"), DEFAULT_RETENTION)
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("cat/_matview/log/00000000000000000001.json is unreadable"), "{err}");
+        let err = Catalog::open(
+            "m",
+            ObjectStoreUrl::parse("memory://").unwrap(),
+            Arc::clone(&store),
+            Path::from("cat"),
+            DEFAULT_RETENTION,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("cat/_matview/log/00000000000000000001.json is unreadable"),
+            "{err}"
+        );
         store
             .put(
                 &Path::from("cat/_matview/log/00000000000000000002.json"),
@@ -384,18 +453,33 @@ mod tests {
             )
             .await
             .unwrap();
-        let err = Catalog::open("m", ObjectStoreUrl::parse("memory://").unwrap(), store, Path::from("cat"), DEFAULT_RETENTION)
-            .await
-            .unwrap_err();
-        assert!(matches!(err, Error::UnsupportedFormat { found: 99, .. }), "{err}");
+        let err = Catalog::open(
+            "m",
+            ObjectStoreUrl::parse("memory://").unwrap(),
+            store,
+            Path::from("cat"),
+            DEFAULT_RETENTION,
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::UnsupportedFormat { found: 99, .. }),
+            "{err}"
+        );
     }
 
     #[tokio::test]
     async fn cleanup_keeps_the_latest_version_and_live_files() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let c = catalog(Arc::clone(&store), Duration::ZERO).await;
-        store.put(&c.path("public/v/s1/a.parquet"), PutPayload::from("x")).await.unwrap();
-        store.put(&c.path("public/v/s2/b.parquet"), PutPayload::from("y")).await.unwrap();
+        store
+            .put(&c.path("public/v/s1/a.parquet"), PutPayload::from("x"))
+            .await
+            .unwrap();
+        store
+            .put(&c.path("public/v/s2/b.parquet"), PutPayload::from("y"))
+            .await
+            .unwrap();
         let name = crate::spec::QualifiedName::new("datafusion", "public", "v");
         let entry = |snap: &str, file: &str| crate::spec::ViewEntry {
             name: name.clone(),
@@ -413,7 +497,11 @@ mod tests {
             created_at: Utc::now(),
             snapshot: Some(crate::spec::Snapshot {
                 id: snap.into(),
-                files: vec![crate::spec::DataFile { path: file.into(), size: 1, rows: 1 }],
+                files: vec![crate::spec::DataFile {
+                    path: file.into(),
+                    size: 1,
+                    rows: 1,
+                }],
                 row_count: 1,
                 size_bytes: 1,
                 refreshed_at: Utc::now(),
@@ -431,14 +519,42 @@ mod tests {
         })
         .await
         .unwrap();
-        let report = c.cleanup().await.unwrap();
-        assert_eq!(report, CleanupReport { manifests_deleted: 1, files_deleted: 1 });
+        // A file no version references, as a crashed writer leaves it.
+        store
+            .put(&c.path("public/v/s9/orphan.parquet"), PutPayload::from("z"))
+            .await
+            .unwrap();
+        let report = c.cleanup(false).await.unwrap();
+        // s1 was retired by version 2; forgetting it committed version 3,
+        // after the cutoff this cleanup started with, so version 2 stays.
+        assert_eq!(
+            report,
+            CleanupReport {
+                manifests_deleted: 1,
+                files_deleted: 1
+            }
+        );
+        assert!(c.current().retired.is_empty());
         assert!(store.head(&c.path("public/v/s2/b.parquet")).await.is_ok());
         assert!(store.head(&c.path("public/v/s1/a.parquet")).await.is_err());
         // The catalog still opens at the latest version.
         let again = catalog(Arc::clone(&store), Duration::ZERO).await;
-        assert_eq!(again.current().version, 2);
-        // A second cleanup has nothing left to do.
-        assert_eq!(c.cleanup().await.unwrap(), CleanupReport::default());
+        assert_eq!(again.current().version, 3);
+        assert!(
+            store
+                .head(&c.path("public/v/s9/orphan.parquet"))
+                .await
+                .is_ok()
+        );
+        // The sweep finds the orphan, and nothing else.
+        assert_eq!(
+            c.cleanup(true).await.unwrap(),
+            CleanupReport {
+                manifests_deleted: 1,
+                files_deleted: 1
+            }
+        );
+        assert!(store.head(&c.path("public/v/s2/b.parquet")).await.is_ok());
+        assert_eq!(c.cleanup(true).await.unwrap(), CleanupReport::default());
     }
 }

@@ -111,7 +111,9 @@ pub enum Error {
 
     /// Another writer committed a change that collides with this one.
     /// Retrying the statement is safe.
-    #[error("could not commit to materialized view \"{name}\": {reason}\nHINT: Another session changed it concurrently; retry the statement.")]
+    #[error(
+        "could not commit to materialized view \"{name}\": {reason}\nHINT: Another session changed it concurrently; retry the statement."
+    )]
     CommitConflict {
         /// View name.
         name: String,
@@ -120,7 +122,9 @@ pub enum Error {
     },
 
     /// Commits kept losing races with other writers.
-    #[error("gave up committing to catalog {catalog} after {attempts} attempts: other writers kept committing first; retry the statement")]
+    #[error(
+        "gave up committing to catalog {catalog} after {attempts} attempts: other writers kept committing first; retry the statement"
+    )]
     TooManyRetries {
         /// Catalog URL.
         catalog: String,
@@ -129,7 +133,9 @@ pub enum Error {
     },
 
     /// A manifest file could not be read.
-    #[error("manifest {path} is unreadable: {reason}\nHINT: Restore the file from a backup or remove it to fall back to the previous version.")]
+    #[error(
+        "manifest {path} is unreadable: {reason}\nHINT: Restore the file from a backup or remove it to fall back to the previous version."
+    )]
     CorruptManifest {
         /// Object-store path of the file.
         path: String,
@@ -138,7 +144,9 @@ pub enum Error {
     },
 
     /// A manifest was written by a newer version of this crate.
-    #[error("manifest {path} has format version {found}, but this build reads up to {supported}\nHINT: Upgrade datafusion-matview to use this catalog.")]
+    #[error(
+        "manifest {path} has format version {found}, but this build reads up to {supported}\nHINT: Upgrade datafusion-matview to use this catalog."
+    )]
     UnsupportedFormat {
         /// Object-store path of the file.
         path: String,
@@ -191,7 +199,9 @@ impl From<DataFusionError> for Error {
                 Err(other) => Error::DataFusion(DataFusionError::External(other)),
             },
             DataFusionError::Context(ctx, inner) => match Error::from(*inner) {
-                Error::DataFusion(e) => Error::DataFusion(DataFusionError::Context(ctx, Box::new(e))),
+                Error::DataFusion(e) => {
+                    Error::DataFusion(DataFusionError::Context(ctx, Box::new(e)))
+                }
                 mine => mine,
             },
             DataFusionError::ObjectStore(e) => Error::ObjectStore(*e),
@@ -256,7 +266,11 @@ mod tests {
 
     #[test]
     fn wrong_type_hint_is_optional() {
-        let e = Error::WrongObjectType { name: "t".into(), expected: "materialized view", hint: None };
+        let e = Error::WrongObjectType {
+            name: "t".into(),
+            expected: "materialized view",
+            hint: None,
+        };
         assert_eq!(e.to_string(), "\"t\" is not a materialized view");
         let e = Error::WrongObjectType {
             name: "m".into(),

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use datafusion::arrow::array::{
+    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::plan_err;
@@ -62,18 +64,27 @@ impl MaterializedViewsFunction {
             strings(&|i| views[i].name.schema.clone()),
             strings(&|i| views[i].name.name.clone()),
             strings(&|i| views[i].definition.sql.clone()),
-            Arc::new(BooleanArray::from_iter((0..views.len()).map(|i| Some(snapshot(i).is_some())))),
-            Arc::new(Int64Array::from_iter((0..views.len()).map(|i| snapshot(i).map(|s| s.row_count as i64)))),
-            Arc::new(Int64Array::from_iter((0..views.len()).map(|i| snapshot(i).map(|s| s.size_bytes as i64)))),
+            Arc::new(BooleanArray::from_iter(
+                (0..views.len()).map(|i| Some(snapshot(i).is_some())),
+            )),
+            Arc::new(Int64Array::from_iter(
+                (0..views.len()).map(|i| snapshot(i).map(|s| s.row_count as i64)),
+            )),
+            Arc::new(Int64Array::from_iter(
+                (0..views.len()).map(|i| snapshot(i).map(|s| s.size_bytes as i64)),
+            )),
             Arc::new(
                 TimestampMicrosecondArray::from_iter(
-                    (0..views.len()).map(|i| snapshot(i).map(|s| s.refreshed_at.timestamp_micros())),
+                    (0..views.len())
+                        .map(|i| snapshot(i).map(|s| s.refreshed_at.timestamp_micros())),
                 )
                 .with_timezone("UTC"),
             ),
             Arc::new(
-                TimestampMicrosecondArray::from_iter_values(views.iter().map(|v| v.created_at.timestamp_micros()))
-                    .with_timezone("UTC"),
+                TimestampMicrosecondArray::from_iter_values(
+                    views.iter().map(|v| v.created_at.timestamp_micros()),
+                )
+                .with_timezone("UTC"),
             ),
         ];
         Ok(RecordBatch::try_new(Self::schema(), columns)?)
@@ -82,7 +93,10 @@ impl MaterializedViewsFunction {
     /// The current rows as a table.
     pub fn table(&self) -> DFResult<Arc<dyn TableProvider>> {
         let batch = Self::batch(&self.catalog.current())?;
-        Ok(Arc::new(MemTable::try_new(Self::schema(), vec![vec![batch]])?))
+        Ok(Arc::new(MemTable::try_new(
+            Self::schema(),
+            vec![vec![batch]],
+        )?))
     }
 }
 

@@ -11,18 +11,24 @@ use chrono::Utc;
 use datafusion::common::Column;
 use datafusion::config::TableParquetOptions;
 use datafusion::dataframe::{DataFrame, DataFrameWriteOptions};
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
-use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use futures::TryStreamExt;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::spec::{DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, Snapshot, ViewEntry};
+use crate::spec::{
+    DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, Snapshot, ViewEntry,
+};
 
 /// A session state that resolves names as they were resolved when the
 /// definition was created, whatever the session's defaults are now.
-pub(crate) fn state_for(mut state: SessionState, definition_catalog: &str, definition_schema: &str) -> SessionState {
+pub(crate) fn state_for(
+    mut state: SessionState,
+    definition_catalog: &str,
+    definition_schema: &str,
+) -> SessionState {
     let options = state.config_mut().options_mut();
     options.catalog.default_catalog = definition_catalog.to_owned();
     options.catalog.default_schema = definition_schema.to_owned();
@@ -41,7 +47,9 @@ pub(crate) fn rename_columns(plan: LogicalPlan, names: &[String]) -> Result<Logi
     for (i, (qualifier, field)) in schema.iter().enumerate() {
         let name = names.get(i).map(String::as_str).unwrap_or(field.name());
         if !seen.insert(name.to_owned()) {
-            return Err(Error::DuplicateColumn { name: name.to_owned() });
+            return Err(Error::DuplicateColumn {
+                name: name.to_owned(),
+            });
         }
         exprs.push(Expr::Column(Column::from((qualifier, field))).alias(name));
     }
@@ -55,12 +63,19 @@ pub(crate) async fn plan_definition(
     view_name: &str,
     definition: &Definition,
 ) -> Result<(SessionState, LogicalPlan)> {
-    let state = state_for(state, &definition.default_catalog, &definition.default_schema);
+    let state = state_for(
+        state,
+        &definition.default_catalog,
+        &definition.default_schema,
+    );
     let plan = state.create_logical_plan(&definition.sql).await?;
     let plan = rename_columns(plan, &definition.column_names)?;
     let now = plan.schema().as_arrow();
     let then = &definition.schema;
-    let changed = |reason: String| Error::DefinitionChanged { name: view_name.to_owned(), reason };
+    let changed = |reason: String| Error::DefinitionChanged {
+        name: view_name.to_owned(),
+        reason,
+    };
     if now.fields().len() != then.fields().len() {
         return Err(changed(format!(
             "its query now returns {} columns instead of {}",
@@ -79,7 +94,10 @@ pub(crate) async fn plan_definition(
             )));
         }
         if new.is_nullable() && !old.is_nullable() {
-            return Err(changed(format!("column \"{}\" may now contain nulls", old.name())));
+            return Err(changed(format!(
+                "column \"{}\" may now contain nulls",
+                old.name()
+            )));
         }
     }
     Ok((state, plan))
@@ -99,14 +117,25 @@ pub(crate) async fn write_snapshot(
     let mut options: TableParquetOptions = state.table_options().parquet.clone();
     options.global.compression = Some("zstd(3)".into());
     options.global.statistics_enabled = Some("page".into());
-    options.key_value_metadata.insert(META_VIEW.into(), Some(entry.name.to_string()));
-    options.key_value_metadata.insert(META_SNAPSHOT.into(), Some(id.clone()));
-    let definition = serde_json::to_string(&entry.definition).map_err(|e| Error::NotSupported(e.to_string()))?;
-    options.key_value_metadata.insert(META_DEFINITION.into(), Some(definition));
+    options
+        .key_value_metadata
+        .insert(META_VIEW.into(), Some(entry.name.to_string()));
+    options
+        .key_value_metadata
+        .insert(META_SNAPSHOT.into(), Some(id.clone()));
+    let definition =
+        serde_json::to_string(&entry.definition).map_err(|e| Error::NotSupported(e.to_string()))?;
+    options
+        .key_value_metadata
+        .insert(META_DEFINITION.into(), Some(definition));
 
     let written = async {
         DataFrame::new(state, plan)
-            .write_parquet(&catalog.url_of_dir(&dir), DataFrameWriteOptions::new(), Some(options))
+            .write_parquet(
+                &catalog.url_of_dir(&dir),
+                DataFrameWriteOptions::new(),
+                Some(options),
+            )
             .await?;
         list_snapshot_files(catalog, &dir).await
     }
@@ -135,9 +164,17 @@ async fn list_snapshot_files(catalog: &Catalog, dir: &str) -> Result<Vec<DataFil
     let metas: Vec<_> = store.list(Some(&catalog.path(dir))).try_collect().await?;
     let mut files = Vec::with_capacity(metas.len());
     for meta in metas {
-        let Some(path) = catalog.relative(&meta.location) else { continue };
-        let footer = DFParquetMetadata::new(store.as_ref(), &meta).fetch_metadata().await?;
-        files.push(DataFile { path, size: meta.size, rows: footer.file_metadata().num_rows() as u64 });
+        let Some(path) = catalog.relative(&meta.location) else {
+            continue;
+        };
+        let footer = DFParquetMetadata::new(store.as_ref(), &meta)
+            .fetch_metadata()
+            .await?;
+        files.push(DataFile {
+            path,
+            size: meta.size,
+            rows: footer.file_metadata().num_rows() as u64,
+        });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)

@@ -19,7 +19,8 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::planner::{IdentNormalizer, object_name_to_table_reference};
 use datafusion::sql::sqlparser::ast::{
-    FromTable, ObjectName, ObjectType, Statement as SQLStatement, TableFactor, TableObject, TableWithJoins,
+    FromTable, ObjectName, ObjectType, Statement as SQLStatement, TableFactor, TableObject,
+    TableWithJoins,
 };
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -29,7 +30,9 @@ use crate::error::{Error, Result};
 use crate::functions::MaterializedViewsFunction;
 use crate::refresh::{plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{DEFINITION_FORMAT, Definition, Manifest, QualifiedName, ViewEntry, view_dir};
-use crate::sql::{CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement, parse_sql};
+use crate::sql::{
+    CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement, parse_sql,
+};
 use crate::table::MaterializedViewTable;
 
 /// Options of a [`MatviewSession`].
@@ -38,14 +41,20 @@ pub struct MatviewOptions {
     /// How long superseded snapshots and manifest versions are kept for
     /// readers that planned against them. Default: [`DEFAULT_RETENTION`].
     pub retention: Duration,
-    /// Run [`MatviewSession::cleanup`] after every commit that supersedes
-    /// data (REFRESH, DROP, CREATE OR REPLACE). Default: true.
+    /// After every commit that supersedes data (REFRESH, DROP, CREATE OR
+    /// REPLACE), remove retired snapshots and manifest versions older than
+    /// the retention window (reads only the latest manifest; the sweep for
+    /// files of failed writers is left to [`MatviewSession::cleanup`]).
+    /// Default: true.
     pub cleanup_after_commit: bool,
 }
 
 impl Default for MatviewOptions {
     fn default() -> Self {
-        Self { retention: DEFAULT_RETENTION, cleanup_after_commit: true }
+        Self {
+            retention: DEFAULT_RETENTION,
+            cleanup_after_commit: true,
+        }
     }
 }
 
@@ -121,15 +130,27 @@ impl MatviewSession {
     }
 
     /// [`Self::open`] with options.
-    pub async fn open_with_options(ctx: SessionContext, location: &str, options: MatviewOptions) -> Result<Self> {
+    pub async fn open_with_options(
+        ctx: SessionContext,
+        location: &str,
+        options: MatviewOptions,
+    ) -> Result<Self> {
         let (store_url, root) = resolve_location(&ctx, location)?;
         let store = ctx.runtime_env().object_store(&store_url).map_err(|e| Error::InvalidLocation {
             location: location.to_owned(),
             reason: format!("{e}; register an object store for it with SessionContext::register_object_store"),
         })?;
-        let catalog = Arc::new(Catalog::open(location, store_url, store, root, options.retention).await?);
-        ctx.register_udtf("materialized_views", Arc::new(MaterializedViewsFunction::new(Arc::clone(&catalog))));
-        let session = Self { ctx, catalog, options };
+        let catalog =
+            Arc::new(Catalog::open(location, store_url, store, root, options.retention).await?);
+        ctx.register_udtf(
+            "materialized_views",
+            Arc::new(MaterializedViewsFunction::new(Arc::clone(&catalog))),
+        );
+        let session = Self {
+            ctx,
+            catalog,
+            options,
+        };
         for entry in &session.catalog.current().views {
             session.register_view(entry)?;
         }
@@ -153,7 +174,11 @@ impl MatviewSession {
         let statements = {
             let state = self.ctx.state();
             let options = state.config().options();
-            parse_sql(sql, options.sql_parser.dialect.as_ref(), options.sql_parser.recursion_limit.get())?
+            parse_sql(
+                sql,
+                options.sql_parser.dialect.as_ref(),
+                options.sql_parser.recursion_limit.get(),
+            )?
         };
         let count = statements.len();
         if count == 0 {
@@ -193,10 +218,10 @@ impl MatviewSession {
         }
     }
 
-    /// Removes superseded manifest versions and unreferenced data files
-    /// older than the retention window.
+    /// Removes superseded manifest versions, retired snapshots and files
+    /// left by failed writers, once older than the retention window.
     pub async fn cleanup(&self) -> Result<CleanupReport> {
-        self.catalog.cleanup().await
+        self.catalog.cleanup(true).await
     }
 
     fn empty(&self) -> Result<DataFrame> {
@@ -212,11 +237,20 @@ impl MatviewSession {
     fn defaults(&self) -> (String, String) {
         let state = self.ctx.state();
         let options = state.config().options();
-        (options.catalog.default_catalog.clone(), options.catalog.default_schema.clone())
+        (
+            options.catalog.default_catalog.clone(),
+            options.catalog.default_schema.clone(),
+        )
     }
 
     fn resolve(&self, name: &ObjectName) -> Result<QualifiedName> {
-        let normalize = self.ctx.state().config().options().sql_parser.enable_ident_normalization;
+        let normalize = self
+            .ctx
+            .state()
+            .config()
+            .options()
+            .sql_parser
+            .enable_ident_normalization;
         let reference = object_name_to_table_reference(name.clone(), normalize)?;
         Ok(self.resolve_reference(&reference))
     }
@@ -249,7 +283,13 @@ impl MatviewSession {
         if manifest.view(name).is_some() {
             return Ok(Some(Kind::MaterializedView));
         }
-        Ok(self.registered(name).await?.map(|p| if p.table_type() == TableType::View { Kind::View } else { Kind::Table }))
+        Ok(self.registered(name).await?.map(|p| {
+            if p.table_type() == TableType::View {
+                Kind::View
+            } else {
+                Kind::Table
+            }
+        }))
     }
 
     // ---- registration ---------------------------------------------------
@@ -262,7 +302,8 @@ impl MatviewSession {
             Some(c) => c,
             None => {
                 let c = Arc::new(MemoryCatalogProvider::new());
-                self.ctx.register_catalog(&name.catalog, Arc::clone(&c) as _);
+                self.ctx
+                    .register_catalog(&name.catalog, Arc::clone(&c) as _);
                 c as _
             }
         };
@@ -274,7 +315,11 @@ impl MatviewSession {
                 s
             }
         };
-        let definition = format!("CREATE MATERIALIZED VIEW {} AS {}", name.to_table_reference(), entry.definition.sql);
+        let definition = format!(
+            "CREATE MATERIALIZED VIEW {} AS {}",
+            name.to_table_reference(),
+            entry.definition.sql
+        );
         let provider = MaterializedViewTable::new(
             Arc::clone(&self.catalog),
             name.clone(),
@@ -306,24 +351,44 @@ impl MatviewSession {
             Some(_) if create.if_not_exists => return Ok(()),
             Some(Kind::MaterializedView) if create.or_replace => {}
             Some(_) if create.or_replace => {
-                return Err(Error::WrongObjectType { name: display, expected: "materialized view", hint: None });
+                return Err(Error::WrongObjectType {
+                    name: display,
+                    expected: "materialized view",
+                    hint: None,
+                });
             }
             Some(_) => return Err(Error::AlreadyExists { name: display }),
         }
         if self.schema_provider(&name).is_none() {
-            return Err(Error::SchemaNotFound { name: name.schema.clone() });
+            return Err(Error::SchemaNotFound {
+                name: name.schema.clone(),
+            });
         }
 
         let (default_catalog, default_schema) = self.defaults();
         let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
         let sql = create.query.to_string();
         let plan = state.create_logical_plan(&sql).await?;
-        let normalizer = IdentNormalizer::new(state.config().options().sql_parser.enable_ident_normalization);
-        let column_names: Vec<String> = create.columns.iter().map(|c| normalizer.normalize(c.clone())).collect();
+        let normalizer = IdentNormalizer::new(
+            state
+                .config()
+                .options()
+                .sql_parser
+                .enable_ident_normalization,
+        );
+        let column_names: Vec<String> = create
+            .columns
+            .iter()
+            .map(|c| normalizer.normalize(c.clone()))
+            .collect();
         let plan = rename_columns(plan, &column_names)?;
-        let sources = self.sources_of(&plan, &default_catalog, &default_schema).await?;
+        let sources = self
+            .sources_of(&plan, &default_catalog, &default_schema)
+            .await?;
         if sources.contains(&name) {
-            return Err(Error::NotSupported(format!("materialized view \"{display}\" cannot read itself")));
+            return Err(Error::NotSupported(format!(
+                "materialized view \"{display}\" cannot read itself"
+            )));
         }
         let mut entry = ViewEntry {
             dir: view_dir(&name),
@@ -350,7 +415,9 @@ impl MatviewSession {
                 let current = m.view(&name).map(|e| e.id.clone());
                 if current != replaced {
                     return Err(match current {
-                        Some(_) if replaced.is_none() => Error::AlreadyExists { name: display.clone() },
+                        Some(_) if replaced.is_none() => Error::AlreadyExists {
+                            name: display.clone(),
+                        },
                         _ => Error::CommitConflict {
                             name: display.clone(),
                             reason: "it was replaced or dropped by another session".into(),
@@ -363,7 +430,10 @@ impl MatviewSession {
             .await;
         if let Err(e) = committed {
             if let Some(s) = &entry.snapshot {
-                let _ = self.catalog.delete_dir(&format!("{}/{}", entry.dir, s.id)).await;
+                let _ = self
+                    .catalog
+                    .delete_dir(&format!("{}/{}", entry.dir, s.id))
+                    .await;
             }
             return Err(e);
         }
@@ -376,11 +446,18 @@ impl MatviewSession {
 
     /// Fully qualified names of the existing tables and views `plan` scans
     /// (table functions are not relations and are left out).
-    async fn sources_of(&self, plan: &LogicalPlan, catalog: &str, schema: &str) -> Result<BTreeSet<QualifiedName>> {
+    async fn sources_of(
+        &self,
+        plan: &LogicalPlan,
+        catalog: &str,
+        schema: &str,
+    ) -> Result<BTreeSet<QualifiedName>> {
         let mut scanned = BTreeSet::new();
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node {
-                scanned.insert(QualifiedName::from(scan.table_name.clone().resolve(catalog, schema)));
+                scanned.insert(QualifiedName::from(
+                    scan.table_name.clone().resolve(catalog, schema),
+                ));
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
@@ -402,46 +479,70 @@ impl MatviewSession {
         let manifest = self.catalog.reload().await?;
         let Some(entry) = manifest.view(&name).cloned() else {
             return Err(match self.kind_of(&manifest, &name).await? {
-                Some(_) => Error::WrongObjectType { name: display, expected: "materialized view", hint: None },
+                Some(_) => Error::WrongObjectType {
+                    name: display,
+                    expected: "materialized view",
+                    hint: None,
+                },
                 None => Error::NotFound { name: display },
             });
         };
         let failed = |e: Error| match e {
             e @ (Error::DefinitionChanged { .. } | Error::CommitConflict { .. }) => e,
-            e => Error::RefreshFailed { name: display.clone(), source: Box::new(e) },
+            e => Error::RefreshFailed {
+                name: display.clone(),
+                source: Box::new(e),
+            },
         };
-        let (state, plan) = plan_definition(self.ctx.state(), &display, &entry.definition).await.map_err(failed)?;
-        let snapshot = write_snapshot(state, &self.catalog, &entry, plan).await.map_err(failed)?;
+        let (state, plan) = plan_definition(self.ctx.state(), &display, &entry.definition)
+            .await
+            .map_err(failed)?;
+        let snapshot = write_snapshot(state, &self.catalog, &entry, plan)
+            .await
+            .map_err(failed)?;
         let base = entry.snapshot.as_ref().map(|s| s.id.clone());
         let committed = self
             .catalog
             .commit(|m| {
-                let conflict = |reason: &str| Error::CommitConflict { name: display.clone(), reason: reason.into() };
-                let current = m.view_mut(&name).ok_or_else(|| conflict("it was dropped by another session"))?;
+                let conflict = |reason: &str| Error::CommitConflict {
+                    name: display.clone(),
+                    reason: reason.into(),
+                };
+                let current = m
+                    .view(&name)
+                    .ok_or_else(|| conflict("it was dropped by another session"))?;
                 if current.id != entry.id {
                     return Err(conflict("it was replaced by another session"));
                 }
                 if current.snapshot.as_ref().map(|s| &s.id) != base.as_ref() {
                     return Err(conflict("it was refreshed by another session"));
                 }
-                current.snapshot = Some(snapshot.clone());
+                m.set_snapshot(&name, snapshot.clone());
                 Ok(())
             })
             .await;
         let version = match committed {
             Ok(((), manifest)) => manifest.version,
             Err(e) => {
-                let _ = self.catalog.delete_dir(&format!("{}/{}", entry.dir, snapshot.id)).await;
+                let _ = self
+                    .catalog
+                    .delete_dir(&format!("{}/{}", entry.dir, snapshot.id))
+                    .await;
                 return Err(e);
             }
         };
         self.after_commit().await?;
-        Ok(RefreshOutcome { view: display, mode: "full", rows_written: snapshot.row_count, version })
+        Ok(RefreshOutcome {
+            view: display,
+            mode: "full",
+            rows_written: snapshot.row_count,
+            version,
+        })
     }
 
     async fn after_commit(&self) -> Result<()> {
         if self.options.cleanup_after_commit {
-            self.catalog.cleanup().await?;
+            self.catalog.cleanup(false).await?;
         }
         Ok(())
     }
@@ -463,15 +564,25 @@ impl MatviewSession {
                     });
                 }
                 None if drop.if_exists => {}
-                None => return Err(Error::NotFound { name: self.display(&name) }),
+                None => {
+                    return Err(Error::NotFound {
+                        name: self.display(&name),
+                    });
+                }
             }
         }
-        self.drop_with_dependents(&manifest, &targets, drop.cascade).await
+        self.drop_with_dependents(&manifest, &targets, drop.cascade)
+            .await
     }
 
     /// Drops `targets` (all of one statement); with `cascade` their
     /// dependents first, otherwise refuses when there are any.
-    async fn drop_with_dependents(&self, manifest: &Manifest, targets: &[(QualifiedName, Kind)], cascade: bool) -> Result<()> {
+    async fn drop_with_dependents(
+        &self,
+        manifest: &Manifest,
+        targets: &[(QualifiedName, Kind)],
+        cascade: bool,
+    ) -> Result<()> {
         let dependents = self.dependents(manifest, targets).await?;
         if !dependents.is_empty() && !cascade {
             let (name, kind) = &targets[0];
@@ -481,21 +592,34 @@ impl MatviewSession {
                 details: dependents
                     .iter()
                     .map(|(dep, dep_kind, on, on_kind)| {
-                        format!("{} {} depends on {} {}", dep_kind.as_str(), self.display(dep), on_kind.as_str(), self.display(on))
+                        format!(
+                            "{} {} depends on {} {}",
+                            dep_kind.as_str(),
+                            self.display(dep),
+                            on_kind.as_str(),
+                            self.display(on)
+                        )
                     })
                     .collect(),
             });
         }
         // Dependents deepest first, then the targets.
-        let mut order: Vec<(QualifiedName, Kind)> = dependents.into_iter().rev().map(|(d, k, _, _)| (d, k)).collect();
+        let mut order: Vec<(QualifiedName, Kind)> = dependents
+            .into_iter()
+            .rev()
+            .map(|(d, k, _, _)| (d, k))
+            .collect();
         order.extend(targets.iter().cloned());
         for (name, kind) in &order {
             if *kind == Kind::View {
                 self.deregister(name)?;
             }
         }
-        let dropped: Vec<QualifiedName> =
-            order.iter().filter(|(_, k)| *k == Kind::MaterializedView).map(|(n, _)| n.clone()).collect();
+        let dropped: Vec<QualifiedName> = order
+            .iter()
+            .filter(|(_, k)| *k == Kind::MaterializedView)
+            .map(|(n, _)| n.clone())
+            .collect();
         if dropped.is_empty() {
             return Ok(());
         }
@@ -542,7 +666,10 @@ impl MatviewSession {
 
     /// `(dependent, its kind, source)` for every materialized view of the
     /// catalog and every plain view registered in the session.
-    async fn dependency_edges(&self, manifest: &Manifest) -> Result<Vec<(QualifiedName, Kind, QualifiedName)>> {
+    async fn dependency_edges(
+        &self,
+        manifest: &Manifest,
+    ) -> Result<Vec<(QualifiedName, Kind, QualifiedName)>> {
         let mut edges = vec![];
         for view in &manifest.views {
             for source in &view.definition.sources {
@@ -551,20 +678,31 @@ impl MatviewSession {
         }
         let (default_catalog, default_schema) = self.defaults();
         for catalog_name in self.ctx.catalog_names() {
-            let Some(catalog) = self.ctx.catalog(&catalog_name) else { continue };
+            let Some(catalog) = self.ctx.catalog(&catalog_name) else {
+                continue;
+            };
             for schema_name in catalog.schema_names() {
                 if schema_name == "information_schema" {
                     continue;
                 }
-                let Some(schema) = catalog.schema(&schema_name) else { continue };
+                let Some(schema) = catalog.schema(&schema_name) else {
+                    continue;
+                };
                 for table_name in schema.table_names() {
-                    let Some(table) = schema.table(&table_name).await? else { continue };
+                    let Some(table) = schema.table(&table_name).await? else {
+                        continue;
+                    };
                     if table.table_type() != TableType::View {
                         continue;
                     }
-                    let Some(plan) = table.get_logical_plan() else { continue };
+                    let Some(plan) = table.get_logical_plan() else {
+                        continue;
+                    };
                     let name = QualifiedName::new(&catalog_name, &schema_name, &table_name);
-                    for source in self.sources_of(&plan, &default_catalog, &default_schema).await? {
+                    for source in self
+                        .sources_of(&plan, &default_catalog, &default_schema)
+                        .await?
+                    {
                         edges.push((name.clone(), Kind::View, source));
                     }
                 }
@@ -594,27 +732,49 @@ impl MatviewSession {
     async fn execute_datafusion(&self, statement: DFStatement) -> Result<DataFrame> {
         match &statement {
             DFStatement::Statement(inner) => match inner.as_ref() {
-                SQLStatement::Drop { object_type: object_type @ (ObjectType::Table | ObjectType::View), names, if_exists, cascade, .. } => {
-                    let kind = if *object_type == ObjectType::Table { Kind::Table } else { Kind::View };
-                    return self.drop_relations(kind, names, *if_exists, *cascade, &statement).await;
+                SQLStatement::Drop {
+                    object_type: object_type @ (ObjectType::Table | ObjectType::View),
+                    names,
+                    if_exists,
+                    cascade,
+                    ..
+                } => {
+                    let kind = if *object_type == ObjectType::Table {
+                        Kind::Table
+                    } else {
+                        Kind::View
+                    };
+                    return self
+                        .drop_relations(kind, names, *if_exists, *cascade, &statement)
+                        .await;
                 }
                 SQLStatement::CreateView(view) => {
-                    self.check_name_free(&view.name, view.if_not_exists, view.or_replace, "view").await?;
+                    self.check_name_free(&view.name, view.if_not_exists, view.or_replace, "view")
+                        .await?;
                 }
                 SQLStatement::CreateTable(table) => {
-                    self.check_name_free(&table.name, table.if_not_exists, table.or_replace, "table").await?;
+                    self.check_name_free(
+                        &table.name,
+                        table.if_not_exists,
+                        table.or_replace,
+                        "table",
+                    )
+                    .await?;
                 }
                 other => {
                     for target in dml_targets(other) {
                         let name = self.resolve(target)?;
                         if self.catalog.current().view(&name).is_some() {
-                            return Err(Error::ReadOnly { name: self.display(&name) });
+                            return Err(Error::ReadOnly {
+                                name: self.display(&name),
+                            });
                         }
                     }
                 }
             },
             DFStatement::CreateExternalTable(table) => {
-                self.check_name_free(&table.name, table.if_not_exists, table.or_replace, "table").await?;
+                self.check_name_free(&table.name, table.if_not_exists, table.or_replace, "table")
+                    .await?;
             }
             _ => {}
         }
@@ -624,14 +784,24 @@ impl MatviewSession {
     }
 
     /// `CREATE [OR REPLACE] TABLE/VIEW` must not replace a materialized view.
-    async fn check_name_free(&self, name: &ObjectName, if_not_exists: bool, or_replace: bool, kind: &'static str) -> Result<()> {
+    async fn check_name_free(
+        &self,
+        name: &ObjectName,
+        if_not_exists: bool,
+        or_replace: bool,
+        kind: &'static str,
+    ) -> Result<()> {
         let name = self.resolve(name)?;
         if if_not_exists || self.catalog.current().view(&name).is_none() {
             return Ok(());
         }
         let display = self.display(&name);
         Err(if or_replace {
-            Error::WrongObjectType { name: display, expected: kind, hint: None }
+            Error::WrongObjectType {
+                name: display,
+                expected: kind,
+                hint: None,
+            }
         } else {
             Error::AlreadyExists { name: display }
         })
@@ -644,7 +814,8 @@ impl MatviewSession {
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node
                 && let Ok(provider) = source_as_provider(&scan.source)
-                && let Some(view) = (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
+                && let Some(view) = (provider.as_ref() as &dyn std::any::Any)
+                    .downcast_ref::<MaterializedViewTable>()
                 && let Err(e) = view.snapshot()
             {
                 result = Err(e);
@@ -682,17 +853,32 @@ impl MatviewSession {
         }
         let mut dropped_by_cascade = BTreeSet::new();
         for target in &targets {
-            if !self.dependents(&manifest, std::slice::from_ref(target)).await?.is_empty() {
+            if !self
+                .dependents(&manifest, std::slice::from_ref(target))
+                .await?
+                .is_empty()
+            {
                 // Refuses without CASCADE; with it, drops the dependents (and
                 // a view target itself, which DataFusion then finds gone).
-                self.drop_with_dependents(&manifest, std::slice::from_ref(target), cascade).await?;
+                self.drop_with_dependents(&manifest, std::slice::from_ref(target), cascade)
+                    .await?;
                 if kind == Kind::View {
                     dropped_by_cascade.insert(target.0.clone());
                 }
             }
         }
-        let DFStatement::Statement(inner) = statement else { unreachable!("checked by caller") };
-        let SQLStatement::Drop { object_type, purge, temporary, table, restrict, .. } = inner.as_ref().clone() else {
+        let DFStatement::Statement(inner) = statement else {
+            unreachable!("checked by caller")
+        };
+        let SQLStatement::Drop {
+            object_type,
+            purge,
+            temporary,
+            table,
+            restrict,
+            ..
+        } = inner.as_ref().clone()
+        else {
             unreachable!("checked by caller")
         };
         let mut result = self.empty()?;
@@ -710,7 +896,11 @@ impl MatviewSession {
                 temporary,
                 table: table.clone(),
             };
-            let plan = self.ctx.state().statement_to_plan(DFStatement::Statement(Box::new(single))).await?;
+            let plan = self
+                .ctx
+                .state()
+                .statement_to_plan(DFStatement::Statement(Box::new(single)))
+                .await?;
             result = self.ctx.execute_logical_plan(plan).await?;
         }
         Ok(result)
@@ -735,7 +925,11 @@ fn dml_targets(statement: &SQLStatement) -> Vec<&ObjectName> {
             let from = match &delete.from {
                 FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
             };
-            delete.tables.iter().chain(from.iter().filter_map(relation)).collect()
+            delete
+                .tables
+                .iter()
+                .chain(from.iter().filter_map(relation))
+                .collect()
         }
         SQLStatement::Truncate(truncate) => truncate.table_names.iter().map(|t| &t.name).collect(),
         _ => vec![],
@@ -765,19 +959,29 @@ fn refresh_batch(outcome: &RefreshOutcome) -> RecordBatch {
 /// Splits a catalog location into the object-store URL and the root path
 /// within that store, registering an in-memory store for `memory://`.
 fn resolve_location(ctx: &SessionContext, location: &str) -> Result<(ObjectStoreUrl, Path)> {
-    let invalid = |reason: String| Error::InvalidLocation { location: location.to_owned(), reason };
+    let invalid = |reason: String| Error::InvalidLocation {
+        location: location.to_owned(),
+        reason,
+    };
     let url = if location.contains("://") {
         url::Url::parse(location).map_err(|e| invalid(e.to_string()))?
     } else {
         std::fs::create_dir_all(location).map_err(|e| invalid(e.to_string()))?;
         let absolute = std::fs::canonicalize(location).map_err(|e| invalid(e.to_string()))?;
-        url::Url::from_directory_path(&absolute).map_err(|()| invalid("not an absolute path".into()))?
+        url::Url::from_directory_path(&absolute)
+            .map_err(|()| invalid("not an absolute path".into()))?
     };
     if url.scheme() == "file" {
-        let path = url.to_file_path().map_err(|()| invalid("not a local path".into()))?;
+        let path = url
+            .to_file_path()
+            .map_err(|()| invalid("not a local path".into()))?;
         std::fs::create_dir_all(&path).map_err(|e| invalid(e.to_string()))?;
     }
-    let store_url = ObjectStoreUrl::parse(format!("{}://{}", url.scheme(), &url[url::Position::BeforeHost..url::Position::AfterPort]))?;
+    let store_url = ObjectStoreUrl::parse(format!(
+        "{}://{}",
+        url.scheme(),
+        &url[url::Position::BeforeHost..url::Position::AfterPort]
+    ))?;
     if url.scheme() == "memory" && ctx.runtime_env().object_store(&store_url).is_err() {
         ctx.register_object_store(store_url.as_ref(), Arc::new(InMemory::new()));
     }
@@ -807,9 +1011,16 @@ mod tests {
     fn dml_targets_cover_every_form() {
         let targets = |sql: &str| {
             let statements = parse_sql(sql, "generic", 50).unwrap();
-            let Statement::DataFusion(s) = &statements[0] else { panic!() };
-            let DFStatement::Statement(s) = s.as_ref() else { panic!() };
-            dml_targets(s).into_iter().map(|n| n.to_string()).collect::<Vec<_>>()
+            let Statement::DataFusion(s) = &statements[0] else {
+                panic!()
+            };
+            let DFStatement::Statement(s) = s.as_ref() else {
+                panic!()
+            };
+            dml_targets(s)
+                .into_iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
         };
         assert_eq!(targets("INSERT INTO v VALUES (1)"), ["v"]);
         assert_eq!(targets("UPDATE s.v SET a = 1"), ["s.v"]);

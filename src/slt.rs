@@ -19,7 +19,7 @@ use datafusion_sqllogictest::{DFColumnType, DFOutput, convert_batches, convert_s
 use sqllogictest::DBOutput;
 
 use crate::error::{Error, Result};
-use crate::session::{MatviewOptions, MatviewSession};
+use crate::session::MatviewSession;
 
 /// A sqllogictest database: a [`MatviewSession`] over a catalog of its own.
 pub struct MatviewDriver {
@@ -30,7 +30,10 @@ pub struct MatviewDriver {
 impl MatviewDriver {
     /// A driver over an existing session.
     pub fn new(session: MatviewSession) -> Self {
-        Self { session, _dir: None }
+        Self {
+            session,
+            _dir: None,
+        }
     }
 
     /// A driver with a fresh session (`information_schema` on) over a new
@@ -40,16 +43,14 @@ impl MatviewDriver {
             location: std::env::temp_dir().display().to_string(),
             reason: e.to_string(),
         })?;
-        let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+        let ctx =
+            SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
         let location = dir.path().join("catalog");
-        let session = MatviewSession::open_with_options(
-            ctx,
-            &location.to_string_lossy(),
-            // Tests see every superseded file removed at once.
-            MatviewOptions { retention: Duration::ZERO, ..Default::default() },
-        )
-        .await?;
-        Ok(Self { session, _dir: Some(dir) })
+        let session = MatviewSession::open(ctx, &location.to_string_lossy()).await?;
+        Ok(Self {
+            session,
+            _dir: Some(dir),
+        })
     }
 
     /// The session the driver runs statements in.
@@ -70,8 +71,9 @@ impl sqllogictest::AsyncDB for MatviewDriver {
         let schema = plan.schema();
         let batches = collect(execute_stream(plan, task_ctx)?).await?;
         let types = convert_schema_to_types(schema.fields());
-        let rows = convert_batches(&schema, batches, false)
-            .map_err(|e| Error::DataFusion(datafusion::error::DataFusionError::External(Box::new(e))))?;
+        let rows = convert_batches(&schema, batches, false).map_err(|e| {
+            Error::DataFusion(datafusion::error::DataFusionError::External(Box::new(e)))
+        })?;
         if rows.is_empty() && types.is_empty() {
             Ok(DBOutput::StatementComplete(0))
         } else {
@@ -121,19 +123,28 @@ pub fn collect_files(paths: &[PathBuf], filters: &[String]) -> std::io::Result<V
         } else if path.exists() {
             files.push(path.clone());
         } else {
-            return Err(std::io::Error::new(std::io::ErrorKind::NotFound, format!("{}: no such file", path.display())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("{}: no such file", path.display()),
+            ));
         }
     }
     files.sort();
     files.dedup();
-    files.retain(|f| filters.is_empty() || filters.iter().any(|s| f.to_string_lossy().contains(s.as_str())));
+    files.retain(|f| {
+        filters.is_empty()
+            || filters
+                .iter()
+                .any(|s| f.to_string_lossy().contains(s.as_str()))
+    });
     Ok(files)
 }
 
 /// Runs one file with a fresh catalog; with `complete`, rewrites its
 /// expected output instead of checking it.
 pub async fn run_file(path: &Path, complete: bool) -> FileOutcome {
-    let mut runner = sqllogictest::Runner::new(|| async { MatviewDriver::with_temporary_catalog().await });
+    let mut runner =
+        sqllogictest::Runner::new(|| async { MatviewDriver::with_temporary_catalog().await });
     runner.with_column_validator(sqllogictest::strict_column_validator);
     runner.with_normalizer(datafusion_sqllogictest::value_normalizer);
     runner.with_validator(datafusion_sqllogictest::df_value_validator);
@@ -150,10 +161,17 @@ pub async fn run_file(path: &Path, complete: bool) -> FileOutcome {
             .err()
             .map(|e| e.to_string())
     } else {
-        runner.run_file_async(path).await.err().map(|e| e.display(false).to_string())
+        runner
+            .run_file_async(path)
+            .await
+            .err()
+            .map(|e| e.display(false).to_string())
     };
     runner.shutdown_async().await;
-    FileOutcome { path: path.to_owned(), failure }
+    FileOutcome {
+        path: path.to_owned(),
+        failure,
+    }
 }
 
 /// Runs every file, printing each failure, then `N passed, N failed`.
@@ -175,11 +193,17 @@ pub async fn run_and_report(files: &[PathBuf], complete: bool) -> usize {
 }
 
 /// Command-line entry shared by `dfmv-slt` and `cargo test --test
-/// sqllogictests`: `[--complete] [PATH | FILTER]...`. Arguments that are
-/// existing paths are run; other arguments are substring filters on file
-/// paths; with no path, `default_dir` is run. Unknown `--flags` (such as
-/// those `cargo test` passes to every test binary) are ignored.
-pub async fn main_with_args(args: impl IntoIterator<Item = String>, default_dir: Option<PathBuf>) -> i32 {
+/// sqllogictests`: `[--complete] [PATH | FILTER]...`.
+///
+/// Without `default_dir` (the `dfmv-slt` binary) every argument is a path.
+/// With it (the test harness), arguments that are existing paths are run,
+/// other arguments are substring filters on file paths, and with no path
+/// `default_dir` is run. Unknown `--flags` (such as those `cargo test`
+/// passes to every test binary) are ignored.
+pub async fn main_with_args(
+    args: impl IntoIterator<Item = String>,
+    default_dir: Option<PathBuf>,
+) -> i32 {
     let mut complete = false;
     let mut paths = vec![];
     let mut filters = vec![];
@@ -188,7 +212,7 @@ pub async fn main_with_args(args: impl IntoIterator<Item = String>, default_dir:
             complete = true;
         } else if arg.starts_with("--") {
             continue;
-        } else if Path::new(&arg).exists() {
+        } else if default_dir.is_none() || Path::new(&arg).exists() {
             paths.push(PathBuf::from(arg));
         } else {
             filters.push(arg);
@@ -210,5 +234,9 @@ pub async fn main_with_args(args: impl IntoIterator<Item = String>, default_dir:
             return 2;
         }
     };
-    if run_and_report(&files, complete).await == 0 { 0 } else { 1 }
+    if run_and_report(&files, complete).await == 0 {
+        0
+    } else {
+        1
+    }
 }

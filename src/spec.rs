@@ -40,13 +40,25 @@ pub struct QualifiedName {
 
 impl QualifiedName {
     /// Builds a name from its three parts.
-    pub fn new(catalog: impl Into<String>, schema: impl Into<String>, name: impl Into<String>) -> Self {
-        Self { catalog: catalog.into(), schema: schema.into(), name: name.into() }
+    pub fn new(
+        catalog: impl Into<String>,
+        schema: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Self {
+            catalog: catalog.into(),
+            schema: schema.into(),
+            name: name.into(),
+        }
     }
 
     /// The DataFusion reference for this name.
     pub fn to_table_reference(&self) -> TableReference {
-        TableReference::full(self.catalog.as_str(), self.schema.as_str(), self.name.as_str())
+        TableReference::full(
+            self.catalog.as_str(),
+            self.schema.as_str(),
+            self.name.as_str(),
+        )
     }
 
     /// The shortest name that means this relation under the given defaults,
@@ -85,11 +97,32 @@ pub struct Manifest {
     pub committed_at: DateTime<Utc>,
     /// Every materialized view, sorted by name.
     pub views: Vec<ViewEntry>,
+    /// Snapshots no longer referenced by this version (replaced by a
+    /// refresh, or of a dropped view) whose files are still kept for
+    /// readers of older versions until the retention window has passed.
+    #[serde(default)]
+    pub retired: Vec<RetiredSnapshot>,
+}
+
+/// A snapshot that only versions before `retired_at` reference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredSnapshot {
+    /// Directory of the snapshot relative to the catalog root.
+    pub dir: String,
+    /// Commit time of the version that stopped referencing it; set by the
+    /// commit itself (`None` only inside an uncommitted change).
+    pub retired_at: Option<DateTime<Utc>>,
 }
 
 impl Default for Manifest {
     fn default() -> Self {
-        Self { format_version: MANIFEST_FORMAT, version: 0, committed_at: DateTime::<Utc>::UNIX_EPOCH, views: vec![] }
+        Self {
+            format_version: MANIFEST_FORMAT,
+            version: 0,
+            committed_at: DateTime::<Utc>::UNIX_EPOCH,
+            views: vec![],
+            retired: vec![],
+        }
     }
 }
 
@@ -104,26 +137,56 @@ impl Manifest {
         self.views.iter_mut().find(|v| &v.name == name)
     }
 
-    /// Inserts or replaces a view, keeping the list sorted.
+    /// Inserts or replaces a view, keeping the list sorted; the data of a
+    /// replaced view is retired.
     pub fn upsert(&mut self, entry: ViewEntry) {
         match self.views.binary_search_by(|v| v.name.cmp(&entry.name)) {
-            Ok(i) => self.views[i] = entry,
+            Ok(i) => {
+                let old = std::mem::replace(&mut self.views[i], entry);
+                if old.snapshot.as_ref().map(|s| &s.id)
+                    != self.views[i].snapshot.as_ref().map(|s| &s.id)
+                {
+                    self.retire(&old);
+                }
+            }
             Err(i) => self.views.insert(i, entry),
         }
     }
 
-    /// Removes a view; returns it if it was there.
-    pub fn remove(&mut self, name: &QualifiedName) -> Option<ViewEntry> {
-        let i = self.views.iter().position(|v| &v.name == name)?;
-        Some(self.views.remove(i))
+    /// Replaces the data of a view, retiring the old snapshot.
+    pub fn set_snapshot(&mut self, name: &QualifiedName, snapshot: Snapshot) {
+        let Some(i) = self.views.iter().position(|v| &v.name == name) else {
+            return;
+        };
+        let old = self.views[i].clone();
+        self.views[i].snapshot = Some(snapshot);
+        self.retire(&old);
     }
 
-    /// Every data file this version references, relative to the catalog root.
-    pub fn referenced_files(&self) -> BTreeSet<&str> {
+    /// Removes a view, retiring its data; returns it if it was there.
+    pub fn remove(&mut self, name: &QualifiedName) -> Option<ViewEntry> {
+        let i = self.views.iter().position(|v| &v.name == name)?;
+        let old = self.views.remove(i);
+        self.retire(&old);
+        Some(old)
+    }
+
+    fn retire(&mut self, old: &ViewEntry) {
+        if let Some(snapshot) = &old.snapshot {
+            self.retired.push(RetiredSnapshot {
+                dir: old.snapshot_dir(snapshot),
+                retired_at: None,
+            });
+        }
+    }
+
+    /// Snapshot directories this version references or keeps for older
+    /// readers, relative to the catalog root.
+    pub fn known_snapshot_dirs(&self) -> BTreeSet<String> {
         self.views
             .iter()
-            .filter_map(|v| v.snapshot.as_ref())
-            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+            .filter_map(|v| v.snapshot.as_ref().map(|s| v.snapshot_dir(s)))
+            .chain(self.retired.iter().map(|r| r.dir.clone()))
             .collect()
     }
 }
@@ -143,6 +206,13 @@ pub struct ViewEntry {
     pub created_at: DateTime<Utc>,
     /// The committed data; `None` until the first refresh (`WITH NO DATA`).
     pub snapshot: Option<Snapshot>,
+}
+
+impl ViewEntry {
+    /// Directory of one of this view's snapshots, relative to the catalog root.
+    pub fn snapshot_dir(&self, snapshot: &Snapshot) -> String {
+        format!("{}/{}", self.dir, snapshot.id)
+    }
 }
 
 /// The stored definition of a view.
@@ -214,7 +284,11 @@ pub fn encode_path_part(part: &str) -> String {
 /// The catalog part is included only when it is not `datafusion`.
 pub fn view_dir(name: &QualifiedName) -> String {
     if name.catalog == "datafusion" {
-        format!("{}/{}", encode_path_part(&name.schema), encode_path_part(&name.name))
+        format!(
+            "{}/{}",
+            encode_path_part(&name.schema),
+            encode_path_part(&name.name)
+        )
     } else {
         format!(
             "{}/{}/{}",
@@ -261,7 +335,11 @@ mod tests {
             created_at: Utc::now(),
             snapshot: Some(Snapshot {
                 id: "s1".into(),
-                files: vec![DataFile { path: "public/My-20View/s1/a.parquet".into(), size: 10, rows: 1 }],
+                files: vec![DataFile {
+                    path: "public/My-20View/s1/a.parquet".into(),
+                    size: 10,
+                    rows: 1,
+                }],
                 row_count: 1,
                 size_bytes: 10,
                 refreshed_at: Utc::now(),
@@ -270,7 +348,10 @@ mod tests {
         let json = serde_json::to_string(&m).unwrap();
         let back: Manifest = serde_json::from_str(&json).unwrap();
         assert_eq!(back, m);
-        assert_eq!(back.referenced_files().len(), 1);
+        assert_eq!(
+            back.known_snapshot_dirs().into_iter().collect::<Vec<_>>(),
+            ["public/My-20View/s1"]
+        );
     }
 
     #[test]
@@ -297,8 +378,14 @@ mod tests {
         }
         let names: Vec<_> = m.views.iter().map(|v| v.name.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "c"]);
-        assert!(m.remove(&QualifiedName::new("datafusion", "public", "b")).is_some());
-        assert!(m.remove(&QualifiedName::new("datafusion", "public", "b")).is_none());
+        assert!(
+            m.remove(&QualifiedName::new("datafusion", "public", "b"))
+                .is_some()
+        );
+        assert!(
+            m.remove(&QualifiedName::new("datafusion", "public", "b"))
+                .is_none()
+        );
     }
 
     #[test]

@@ -5,15 +5,17 @@
 //! parses `REFRESH MATERIALIZED VIEW` and the trailing `WITH [NO] DATA`
 //! itself, and hands every other statement to DataFusion unchanged.
 
+use std::collections::HashSet;
+
 use datafusion::error::DataFusionError;
 use datafusion::sql::parser::{DFParser, DFParserBuilder, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    CreateTableOptions, Ident, ObjectName, ObjectType, Query, ShowStatementFilter, ShowStatementFilterPosition,
-    Statement as SQLStatement,
+    CreateTableOptions, Ident, ObjectName, ObjectType, Query, ShowStatementFilter,
+    ShowStatementFilterPosition, Statement as SQLStatement,
 };
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{Error, Result};
 
@@ -80,8 +82,14 @@ pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec
             "Unsupported SQL dialect: {dialect}. Available dialects: Generic, MySQL, PostgreSQL, Hive, SQLite, Snowflake, Redshift, MsSQL, ClickHouse, BigQuery, Ansi, DuckDB, Databricks."
         )))
     })?;
-    let mut parser =
-        DFParserBuilder::new(sql).with_dialect(dialect.as_ref()).with_recursion_limit(recursion_limit).build()?;
+    let tokens = Tokenizer::new(dialect.as_ref(), sql)
+        .tokenize_with_location()
+        .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
+    let (tokens, no_data) = strip_with_data(tokens);
+    let mut parser = DFParserBuilder::new(tokens)
+        .with_dialect(dialect.as_ref())
+        .with_recursion_limit(recursion_limit)
+        .build()?;
     let mut statements = vec![];
     let mut expecting_delimiter = false;
     loop {
@@ -95,7 +103,9 @@ pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec
         if expecting_delimiter {
             return Err(expected(&parser, "end of statement"));
         }
-        statements.push(parse_statement(&mut parser)?);
+        let start = parser.parser.peek_token().span.start;
+        let with_data = !no_data.contains(&(start.line, start.column));
+        statements.push(parse_statement(&mut parser, with_data)?);
         expecting_delimiter = true;
     }
     Ok(statements)
@@ -104,16 +114,82 @@ pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec
 fn expected(parser: &DFParser, what: &str) -> Error {
     let found = parser.parser.peek_token();
     Error::DataFusion(DataFusionError::SQL(
-        Box::new(datafusion::sql::sqlparser::parser::ParserError::ParserError(format!(
-            "Expected: {what}, found: {found}{}",
-            found.span.start
-        ))),
+        Box::new(
+            datafusion::sql::sqlparser::parser::ParserError::ParserError(format!(
+                "Expected: {what}, found: {found}{}",
+                found.span.start
+            )),
+        ),
         None,
     ))
 }
 
-fn parse_statement(parser: &mut DFParser) -> Result<Statement> {
-    if parser.parser.parse_keywords(&[Keyword::REFRESH, Keyword::MATERIALIZED, Keyword::VIEW]) {
+/// Is `token` the unquoted keyword `keyword`?
+fn is_keyword(token: &Token, keyword: Keyword) -> bool {
+    matches!(token, Token::Word(w) if w.keyword == keyword && w.quote_style.is_none())
+}
+
+/// Removes the trailing `WITH [NO] DATA` of every `CREATE [OR REPLACE]
+/// MATERIALIZED VIEW` statement before parsing, because sqlparser would
+/// read `GROUP BY x WITH` as the start of `WITH ROLLUP`. Returns the tokens
+/// left and the start (line, column) of each statement that said `WITH NO DATA`.
+fn strip_with_data(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, HashSet<(u64, u64)>) {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut no_data = HashSet::new();
+    let mut statement: Vec<TokenWithSpan> = vec![];
+    let mut flush = |statement: &mut Vec<TokenWithSpan>, out: &mut Vec<TokenWithSpan>| {
+        let words: Vec<usize> = (0..statement.len())
+            .filter(|&i| !matches!(statement[i].token, Token::Whitespace(_)))
+            .collect();
+        let word = |k: usize| &statement[words[k]].token;
+        let head = [
+            Keyword::CREATE,
+            Keyword::OR,
+            Keyword::REPLACE,
+            Keyword::MATERIALIZED,
+            Keyword::VIEW,
+        ];
+        let is_create = words.len() >= 3
+            && is_keyword(word(0), Keyword::CREATE)
+            && (is_keyword(word(1), Keyword::MATERIALIZED)
+                || (words.len() >= 5 && (1..5).all(|k| is_keyword(word(k), head[k]))));
+        if is_create && words.len() >= 2 && is_keyword(word(words.len() - 1), Keyword::DATA) {
+            let n = words.len();
+            let cut = if n >= 3
+                && is_keyword(word(n - 2), Keyword::NO)
+                && is_keyword(word(n - 3), Keyword::WITH)
+            {
+                let start = statement[words[0]].span.start;
+                no_data.insert((start.line, start.column));
+                Some(words[n - 3])
+            } else if is_keyword(word(n - 2), Keyword::WITH) {
+                Some(words[n - 2])
+            } else {
+                None
+            };
+            if let Some(cut) = cut {
+                statement.truncate(cut);
+            }
+        }
+        out.append(statement);
+    };
+    for token in tokens {
+        if token.token == Token::SemiColon {
+            flush(&mut statement, &mut out);
+            out.push(token);
+        } else {
+            statement.push(token);
+        }
+    }
+    flush(&mut statement, &mut out);
+    (out, no_data)
+}
+
+fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> {
+    if parser
+        .parser
+        .parse_keywords(&[Keyword::REFRESH, Keyword::MATERIALIZED, Keyword::VIEW])
+    {
         let name = parser.parser.parse_object_name(false)?;
         let full = parser.parser.parse_keyword(Keyword::FULL);
         return Ok(Statement::Refresh(RefreshMaterializedView { name, full }));
@@ -131,7 +207,9 @@ fn parse_statement(parser: &mut DFParser) -> Result<Statement> {
     match inner.as_ref() {
         SQLStatement::CreateView(view) if view.materialized => {
             let unsupported = |what: &str| {
-                Err(Error::NotSupported(format!("{what} is not supported for materialized views")))
+                Err(Error::NotSupported(format!(
+                    "{what} is not supported for materialized views"
+                )))
             };
             if view.or_alter || view.secure || view.temporary || view.with_no_schema_binding {
                 return unsupported("this form of CREATE VIEW");
@@ -139,18 +217,20 @@ fn parse_statement(parser: &mut DFParser) -> Result<Statement> {
             if !matches!(view.options, CreateTableOptions::None) || !view.cluster_by.is_empty() {
                 return unsupported("WITH (...) options");
             }
-            if view.to.is_some() || view.comment.is_some() || view.params.is_some() || view.copy_grants {
+            if view.to.is_some()
+                || view.comment.is_some()
+                || view.params.is_some()
+                || view.copy_grants
+            {
                 return unsupported("this clause");
             }
-            if view.columns.iter().any(|c| c.data_type.is_some() || c.options.is_some()) {
+            if view
+                .columns
+                .iter()
+                .any(|c| c.data_type.is_some() || c.options.is_some())
+            {
                 return unsupported("a column list with types or options");
             }
-            let with_data = if parser.parser.parse_keywords(&[Keyword::WITH, Keyword::NO, Keyword::DATA]) {
-                false
-            } else {
-                let _ = parser.parser.parse_keywords(&[Keyword::WITH, Keyword::DATA]);
-                true
-            };
             Ok(Statement::Create(CreateMaterializedView {
                 name: view.name.clone(),
                 or_replace: view.or_replace,
@@ -160,11 +240,26 @@ fn parse_statement(parser: &mut DFParser) -> Result<Statement> {
                 with_data,
             }))
         }
-        SQLStatement::Drop { object_type: ObjectType::MaterializedView, if_exists, names, cascade, .. } => {
-            Ok(Statement::Drop(DropMaterializedView { names: names.clone(), if_exists: *if_exists, cascade: *cascade }))
-        }
-        SQLStatement::ShowViews { materialized: true, show_options, .. } => {
-            if show_options.show_in.is_some() || show_options.starts_with.is_some() || show_options.limit.is_some() {
+        SQLStatement::Drop {
+            object_type: ObjectType::MaterializedView,
+            if_exists,
+            names,
+            cascade,
+            ..
+        } => Ok(Statement::Drop(DropMaterializedView {
+            names: names.clone(),
+            if_exists: *if_exists,
+            cascade: *cascade,
+        })),
+        SQLStatement::ShowViews {
+            materialized: true,
+            show_options,
+            ..
+        } => {
+            if show_options.show_in.is_some()
+                || show_options.starts_with.is_some()
+                || show_options.limit.is_some()
+            {
                 return Err(Error::NotSupported(
                     "SHOW MATERIALIZED VIEWS supports only a LIKE filter".into(),
                 ));
@@ -172,7 +267,9 @@ fn parse_statement(parser: &mut DFParser) -> Result<Statement> {
             let like = match &show_options.filter_position {
                 None => None,
                 Some(ShowStatementFilterPosition::Infix(ShowStatementFilter::Like(p)))
-                | Some(ShowStatementFilterPosition::Suffix(ShowStatementFilter::Like(p))) => Some(p.clone()),
+                | Some(ShowStatementFilterPosition::Suffix(ShowStatementFilter::Like(p))) => {
+                    Some(p.clone())
+                }
                 Some(_) => {
                     return Err(Error::NotSupported(
                         "SHOW MATERIALIZED VIEWS supports only a LIKE filter".into(),
@@ -197,36 +294,100 @@ mod tests {
 
     #[test]
     fn create_with_every_option() {
-        let Statement::Create(c) =
-            one(r#"CREATE OR REPLACE MATERIALIZED VIEW IF NOT EXISTS s."My View" (a, "B") AS SELECT 1, 2 WITH NO DATA"#)
-        else {
+        let Statement::Create(c) = one(
+            r#"CREATE OR REPLACE MATERIALIZED VIEW IF NOT EXISTS s."My View" (a, "B") AS SELECT 1, 2 WITH NO DATA"#,
+        ) else {
             panic!()
         };
         assert!(c.or_replace && c.if_not_exists && !c.with_data);
         assert_eq!(c.name.to_string(), r#"s."My View""#);
-        assert_eq!(c.columns.iter().map(|i| i.value.as_str()).collect::<Vec<_>>(), ["a", "B"]);
+        assert_eq!(
+            c.columns
+                .iter()
+                .map(|i| i.value.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "B"]
+        );
         assert_eq!(c.query.to_string(), "SELECT 1, 2");
     }
 
     #[test]
     fn with_data_is_the_default() {
-        let Statement::Create(c) = one("create materialized view v as select * from t with data") else { panic!() };
+        let Statement::Create(c) = one("create materialized view v as select * from t with data")
+        else {
+            panic!()
+        };
         assert!(c.with_data);
-        let Statement::Create(c) = one("create materialized view v as select * from t") else { panic!() };
+        let Statement::Create(c) = one("create materialized view v as select * from t") else {
+            panic!()
+        };
         assert!(c.with_data);
+    }
+
+    #[test]
+    fn with_no_data_after_group_by() {
+        let v = parse_sql(
+            "CREATE MATERIALIZED VIEW a AS SELECT k, sum(x) FROM t GROUP BY k WITH NO DATA;\n\
+             CREATE OR REPLACE MATERIALIZED VIEW b AS SELECT k FROM t GROUP BY k WITH DATA; \
+             create materialized view c as select 1 with   no /* c */ data",
+            "generic",
+            50,
+        )
+        .unwrap();
+        let flags: Vec<_> = v
+            .iter()
+            .map(|s| match s {
+                Statement::Create(c) => (c.name.to_string(), c.with_data, c.query.to_string()),
+                _ => panic!(),
+            })
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                (
+                    "a".into(),
+                    false,
+                    "SELECT k, sum(x) FROM t GROUP BY k".into()
+                ),
+                ("b".into(), true, "SELECT k FROM t GROUP BY k".into()),
+                ("c".into(), false, "SELECT 1".into()),
+            ]
+        );
+        // Only materialized views lose their suffix.
+        assert!(
+            parse_sql(
+                "CREATE VIEW v AS SELECT k FROM t GROUP BY k WITH NO DATA",
+                "generic",
+                50
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn refresh_drop_show() {
         assert_eq!(
             one("REFRESH MATERIALIZED VIEW a.b.c FULL"),
-            Statement::Refresh(RefreshMaterializedView { name: ObjectName::from(vec![Ident::new("a"), Ident::new("b"), Ident::new("c")]), full: true })
+            Statement::Refresh(RefreshMaterializedView {
+                name: ObjectName::from(vec![Ident::new("a"), Ident::new("b"), Ident::new("c")]),
+                full: true
+            })
         );
-        let Statement::Drop(d) = one("DROP MATERIALIZED VIEW IF EXISTS v1, v2 CASCADE") else { panic!() };
+        let Statement::Drop(d) = one("DROP MATERIALIZED VIEW IF EXISTS v1, v2 CASCADE") else {
+            panic!()
+        };
         assert!(d.if_exists && d.cascade);
         assert_eq!(d.names.len(), 2);
-        assert_eq!(one("SHOW MATERIALIZED VIEWS LIKE 'x%'"), Statement::Show { like: Some("x%".into()) });
-        assert_eq!(one("show materialized views"), Statement::Show { like: None });
+        assert_eq!(
+            one("SHOW MATERIALIZED VIEWS LIKE 'x%'"),
+            Statement::Show {
+                like: Some("x%".into())
+            }
+        );
+        assert_eq!(
+            one("show materialized views"),
+            Statement::Show { like: None }
+        );
     }
 
     #[test]
@@ -245,17 +406,35 @@ mod tests {
 
     #[test]
     fn syntax_errors_say_what_was_expected() {
-        let e = parse_sql("REFRESH VIEW v", "generic", 50).unwrap_err().to_string();
-        assert!(e.contains("Expected: MATERIALIZED VIEW after REFRESH"), "{e}");
-        let e = parse_sql("REFRESH MATERIALIZED VIEW v junk", "generic", 50).unwrap_err().to_string();
+        let e = parse_sql("REFRESH VIEW v", "generic", 50)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Expected: MATERIALIZED VIEW after REFRESH"),
+            "{e}"
+        );
+        let e = parse_sql("REFRESH MATERIALIZED VIEW v junk", "generic", 50)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("Expected: end of statement, found: junk"), "{e}");
-        let e = parse_sql("CREATE MATERIALIZED VIEW v AS SELECT 1 WITH NO", "generic", 50).unwrap_err().to_string();
+        let e = parse_sql(
+            "CREATE MATERIALIZED VIEW v AS SELECT 1 WITH NO",
+            "generic",
+            50,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("end of statement"), "{e}");
     }
 
     #[test]
     fn other_statements_pass_through() {
-        for sql in ["CREATE VIEW v AS SELECT 1", "DROP VIEW v", "SHOW TABLES", "COPY (SELECT 1) TO 'x.parquet'"] {
+        for sql in [
+            "CREATE VIEW v AS SELECT 1",
+            "DROP VIEW v",
+            "SHOW TABLES",
+            "COPY (SELECT 1) TO 'x.parquet'",
+        ] {
             assert!(matches!(one(sql), Statement::DataFusion(_)), "{sql}");
         }
     }

@@ -51,7 +51,13 @@ impl MaterializedViewTable {
         schema: SchemaRef,
         definition: String,
     ) -> Self {
-        Self { catalog, name, display_name, schema, definition }
+        Self {
+            catalog,
+            name,
+            display_name,
+            schema,
+            definition,
+        }
     }
 
     /// The view's fully qualified name.
@@ -62,12 +68,19 @@ impl MaterializedViewTable {
     /// The committed snapshot, or the error a query of this view gets.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         let manifest = self.catalog.current();
-        let entry = manifest.view(&self.name).ok_or_else(|| Error::NotFound { name: self.display_name.clone() })?;
-        entry.snapshot.clone().ok_or_else(|| Error::NotPopulated { name: self.display_name.clone() })
+        let entry = manifest.view(&self.name).ok_or_else(|| Error::NotFound {
+            name: self.display_name.clone(),
+        })?;
+        entry.snapshot.clone().ok_or_else(|| Error::NotPopulated {
+            name: self.display_name.clone(),
+        })
     }
 
     fn read_only(&self) -> datafusion::error::DataFusionError {
-        Error::ReadOnly { name: self.display_name.clone() }.into()
+        Error::ReadOnly {
+            name: self.display_name.clone(),
+        }
+        .into()
     }
 }
 
@@ -116,7 +129,8 @@ impl TableProvider for MaterializedViewTable {
                 let mut stats = Statistics::new_unknown(&self.schema);
                 stats.num_rows = Precision::Exact(f.rows as usize);
                 stats.total_byte_size = Precision::Inexact(f.size as usize);
-                PartitionedFile::new(self.catalog.path(&f.path).to_string(), f.size).with_statistics(Arc::new(stats))
+                PartitionedFile::new(self.catalog.path(&f.path).to_string(), f.size)
+                    .with_statistics(Arc::new(stats))
             })
             .collect();
         // Spread the files over the session's target partitions; DataFusion
@@ -137,14 +151,19 @@ impl TableProvider for MaterializedViewTable {
         format.create_physical_plan(state, config).await
     }
 
-    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DFResult<Vec<TableProviderFilterPushDown>> {
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> DFResult<Vec<TableProviderFilterPushDown>> {
         // Row groups are pruned with the filters, but rows are not all
         // filtered by the scan: DataFusion keeps its filter above it.
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
 
     fn statistics(&self) -> Option<Statistics> {
-        self.snapshot().ok().map(|s| snapshot_statistics(&s, &self.schema))
+        self.snapshot()
+            .ok()
+            .map(|s| snapshot_statistics(&s, &self.schema))
     }
 
     async fn insert_into(
@@ -156,7 +175,11 @@ impl TableProvider for MaterializedViewTable {
         Err(self.read_only())
     }
 
-    async fn delete_from(&self, _state: &dyn Session, _filters: Vec<Expr>) -> DFResult<Arc<dyn ExecutionPlan>> {
+    async fn delete_from(
+        &self,
+        _state: &dyn Session,
+        _filters: Vec<Expr>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
         Err(self.read_only())
     }
 

@@ -33,7 +33,8 @@ impl Backend for Memory {
         "memory:///catalogs/test".into()
     }
     fn context(&self) -> SessionContext {
-        let ctx = SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+        let ctx =
+            SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
         let url = url::Url::parse("memory://").unwrap();
         ctx.register_object_store(&url, Arc::clone(&self.store) as _);
         ctx
@@ -49,14 +50,23 @@ struct Local {
 
 impl Backend for Local {
     fn location(&self) -> String {
-        self.dir.path().join("catalog").to_string_lossy().into_owned()
+        self.dir
+            .path()
+            .join("catalog")
+            .to_string_lossy()
+            .into_owned()
     }
     fn context(&self) -> SessionContext {
         SessionContext::new_with_config(SessionConfig::new().with_information_schema(true))
     }
     fn store(&self) -> (Arc<dyn ObjectStore>, Path) {
-        let root = std::fs::canonicalize(self.dir.path()).unwrap().join("catalog");
-        (Arc::new(object_store::local::LocalFileSystem::new()), Path::from_absolute_path(root).unwrap())
+        let root = std::fs::canonicalize(self.dir.path())
+            .unwrap()
+            .join("catalog");
+        (
+            Arc::new(object_store::local::LocalFileSystem::new()),
+            Path::from_absolute_path(root).unwrap(),
+        )
     }
 }
 
@@ -67,7 +77,9 @@ struct Source {
 
 impl Source {
     fn new() -> Self {
-        Self { dir: tempfile::tempdir().unwrap() }
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
     }
     fn write(&self, file: &str, rows: &[(i64, &str)]) {
         let mut text = String::from("id,name\n");
@@ -88,8 +100,13 @@ impl Source {
 }
 
 async fn open(backend: &dyn Backend, retention: Duration) -> MatviewSession {
-    let options = MatviewOptions { retention, ..Default::default() };
-    MatviewSession::open_with_options(backend.context(), &backend.location(), options).await.unwrap()
+    let options = MatviewOptions {
+        retention,
+        ..Default::default()
+    };
+    MatviewSession::open_with_options(backend.context(), &backend.location(), options)
+        .await
+        .unwrap()
 }
 
 async fn rows(session: &MatviewSession, sql: &str) -> Vec<RecordBatch> {
@@ -111,14 +128,23 @@ async fn files(backend: &dyn Backend) -> BTreeMap<String, Vec<u8>> {
     let metas: Vec<_> = store.list(Some(&root)).try_collect().await.unwrap();
     let mut out = BTreeMap::new();
     for meta in metas {
-        let bytes = store.get(&meta.location).await.unwrap().bytes().await.unwrap();
+        let bytes = store
+            .get(&meta.location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
         out.insert(meta.location.to_string(), bytes.to_vec());
     }
     out
 }
 
 fn parquet_files(all: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
-    all.iter().filter(|(k, _)| k.ends_with(".parquet")).map(|(k, v)| (k.clone(), v.clone())).collect()
+    all.iter()
+        .filter(|(k, _)| k.ends_with(".parquet"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 async fn views_survive_a_new_session(backend: &dyn Backend) {
@@ -127,9 +153,15 @@ async fn views_survive_a_new_session(backend: &dyn Backend) {
     {
         let s = open(backend, Duration::from_secs(3600)).await;
         s.sql(&source.register_sql("people")).await.unwrap();
-        s.sql("CREATE MATERIALIZED VIEW big AS SELECT id, name FROM people WHERE id >= 2").await.unwrap();
-        s.sql("CREATE MATERIALIZED VIEW later AS SELECT count(*) AS n FROM people WITH NO DATA").await.unwrap();
-        s.sql("CREATE VIEW plain AS SELECT id FROM big").await.unwrap();
+        s.sql("CREATE MATERIALIZED VIEW big AS SELECT id, name FROM people WHERE id >= 2")
+            .await
+            .unwrap();
+        s.sql("CREATE MATERIALIZED VIEW later AS SELECT count(*) AS n FROM people WITH NO DATA")
+            .await
+            .unwrap();
+        s.sql("CREATE VIEW plain AS SELECT id FROM big")
+            .await
+            .unwrap();
         assert_eq!(ids(&s, "SELECT id FROM big ORDER BY id").await, [2, 3]);
     }
     // The source is gone: a query of the view must not recompute it.
@@ -138,9 +170,16 @@ async fn views_survive_a_new_session(backend: &dyn Backend) {
     assert_eq!(ids(&s, "SELECT id FROM big ORDER BY id").await, [2, 3]);
     let err = s.sql("SELECT * FROM later").await.unwrap_err();
     assert!(matches!(err, Error::NotPopulated { .. }), "{err}");
-    let listed = rows(&s, "SELECT table_name, populated, row_count FROM materialized_views() ORDER BY table_name").await;
+    let listed = rows(
+        &s,
+        "SELECT table_name, populated, row_count FROM materialized_views() ORDER BY table_name",
+    )
+    .await;
     let names = listed[0].column(0).as_string::<i32>();
-    assert_eq!((0..names.len()).map(|i| names.value(i)).collect::<Vec<_>>(), ["big", "later"]);
+    assert_eq!(
+        (0..names.len()).map(|i| names.value(i)).collect::<Vec<_>>(),
+        ["big", "later"]
+    );
     assert_eq!(listed[0].column(2).as_primitive::<Int64Type>().value(0), 2);
     assert!(listed[0].column(2).is_null(1));
     // Dependencies are restored with the definitions.
@@ -155,39 +194,96 @@ async fn views_survive_a_new_session(backend: &dyn Backend) {
          HINT: Use DROP ... CASCADE to drop the dependent objects too."
     );
     let refreshed = rows(&s, "REFRESH MATERIALIZED VIEW later").await;
-    assert_eq!(refreshed[0].column(2).as_primitive::<Int64Type>().value(0), 1);
+    assert_eq!(
+        refreshed[0].column(2).as_primitive::<Int64Type>().value(0),
+        1
+    );
     assert_eq!(ids(&s, "SELECT n FROM later").await, [1]);
 }
 
 async fn defaults_do_not_change_what_a_view_reads(backend: &dyn Backend) {
     let s = open(backend, Duration::from_secs(3600)).await;
     s.sql("CREATE SCHEMA other").await.unwrap();
-    s.sql("CREATE TABLE public.t (x BIGINT) AS VALUES (1)").await.unwrap();
-    s.sql("CREATE TABLE other.t (x BIGINT) AS VALUES (100)").await.unwrap();
-    s.sql("SET datafusion.catalog.default_schema = 'other'").await.unwrap().collect().await.unwrap();
-    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t").await.unwrap();
-    s.sql("SET datafusion.catalog.default_schema = 'public'").await.unwrap().collect().await.unwrap();
-    s.sql("INSERT INTO other.t VALUES (200)").await.unwrap().collect().await.unwrap();
-    s.sql("REFRESH MATERIALIZED VIEW other.v").await.unwrap().collect().await.unwrap();
-    assert_eq!(ids(&s, "SELECT x FROM other.v ORDER BY x").await, [100, 200]);
+    s.sql("CREATE TABLE public.t (x BIGINT) AS VALUES (1)")
+        .await
+        .unwrap();
+    s.sql("CREATE TABLE other.t (x BIGINT) AS VALUES (100)")
+        .await
+        .unwrap();
+    s.sql("SET datafusion.catalog.default_schema = 'other'")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    s.sql("SET datafusion.catalog.default_schema = 'public'")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    s.sql("INSERT INTO other.t VALUES (200)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    s.sql("REFRESH MATERIALIZED VIEW other.v")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        ids(&s, "SELECT x FROM other.v ORDER BY x").await,
+        [100, 200]
+    );
     // A second session with other defaults refreshes against the same source.
     let ctx = backend.context();
     ctx.sql("CREATE SCHEMA other").await.unwrap();
-    ctx.sql("CREATE TABLE other.t (x BIGINT) AS VALUES (5)").await.unwrap();
-    ctx.sql("CREATE TABLE public.t (x BIGINT) AS VALUES (6)").await.unwrap();
-    let s2 = MatviewSession::open(ctx, &backend.location()).await.unwrap();
-    s2.sql("REFRESH MATERIALIZED VIEW other.v").await.unwrap().collect().await.unwrap();
+    ctx.sql("CREATE TABLE other.t (x BIGINT) AS VALUES (5)")
+        .await
+        .unwrap();
+    ctx.sql("CREATE TABLE public.t (x BIGINT) AS VALUES (6)")
+        .await
+        .unwrap();
+    let s2 = MatviewSession::open(ctx, &backend.location())
+        .await
+        .unwrap();
+    s2.sql("REFRESH MATERIALIZED VIEW other.v")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     assert_eq!(ids(&s2, "SELECT x FROM other.v").await, [5]);
 }
 
 async fn committed_files_are_never_overwritten_or_deleted_early(backend: &dyn Backend) {
     let s = open(backend, Duration::from_secs(3600)).await;
-    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)").await.unwrap();
-    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t").await.unwrap();
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
     let first = parquet_files(&files(backend).await);
     assert!(!first.is_empty());
-    s.sql("INSERT INTO t VALUES (3)").await.unwrap().collect().await.unwrap();
-    s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap().collect().await.unwrap();
+    s.sql("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    s.sql("REFRESH MATERIALIZED VIEW v")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
     let second = parquet_files(&files(backend).await);
     // Within the retention window every old file is still there, unchanged,
     // and the new snapshot is made of new files only.
@@ -196,11 +292,22 @@ async fn committed_files_are_never_overwritten_or_deleted_early(backend: &dyn Ba
     }
     assert!(second.len() > first.len());
     // A refresh that fails keeps the old data and leaves no file behind.
-    s.sql("CREATE OR REPLACE TABLE t (x BIGINT) AS VALUES (0)").await.unwrap();
-    s.sql("CREATE OR REPLACE MATERIALIZED VIEW d AS SELECT 10 / x AS y FROM t WITH NO DATA").await.unwrap();
+    s.sql("CREATE OR REPLACE TABLE t (x BIGINT) AS VALUES (0)")
+        .await
+        .unwrap();
+    s.sql("CREATE OR REPLACE MATERIALIZED VIEW d AS SELECT 10 / x AS y FROM t WITH NO DATA")
+        .await
+        .unwrap();
     let before = files(backend).await;
-    let err = s.sql("REFRESH MATERIALIZED VIEW d").await.unwrap_err().to_string();
-    assert!(err.starts_with("could not refresh materialized view \"d\": "), "{err}");
+    let err = s
+        .sql("REFRESH MATERIALIZED VIEW d")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("could not refresh materialized view \"d\": "),
+        "{err}"
+    );
     assert!(err.contains("Divide by zero"), "{err}");
     let after = files(backend).await;
     assert_eq!(parquet_files(&before), parquet_files(&after));
@@ -214,7 +321,10 @@ async fn committed_files_are_never_overwritten_or_deleted_early(backend: &dyn Ba
     assert!(report.files_deleted >= first.len(), "{report:?}");
     let now = parquet_files(&files(backend).await);
     for path in first.keys() {
-        assert!(!now.contains_key(path), "{path} should have been cleaned up");
+        assert!(
+            !now.contains_key(path),
+            "{path} should have been cleaned up"
+        );
     }
     assert_eq!(ids(&s, "SELECT x FROM v ORDER BY x").await, [1, 2, 3]);
     s.sql("DROP MATERIALIZED VIEW v, d").await.unwrap();
@@ -223,10 +333,16 @@ async fn committed_files_are_never_overwritten_or_deleted_early(backend: &dyn Ba
 
 async fn replace_is_atomic_and_keeps_identity_checks(backend: &dyn Backend) {
     let s = open(backend, Duration::from_secs(3600)).await;
-    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2), (3)").await.unwrap();
-    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t WHERE x > 1").await.unwrap();
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2), (3)")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t WHERE x > 1")
+        .await
+        .unwrap();
     let version = s.catalog().current().version;
-    s.sql("CREATE OR REPLACE MATERIALIZED VIEW v (y) AS SELECT x * 10 FROM t").await.unwrap();
+    s.sql("CREATE OR REPLACE MATERIALIZED VIEW v (y) AS SELECT x * 10 FROM t")
+        .await
+        .unwrap();
     // One commit replaced both definition and data.
     assert_eq!(s.catalog().current().version, version + 1);
     assert_eq!(ids(&s, "SELECT y FROM v ORDER BY y").await, [10, 20, 30]);
