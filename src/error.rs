@@ -28,6 +28,13 @@ pub enum Error {
         name: String,
     },
 
+    /// A relation a view reads is not registered in the session.
+    #[error("relation \"{name}\" does not exist")]
+    RelationNotFound {
+        /// Relation name.
+        name: String,
+    },
+
     /// No materialized view of that name.
     #[error("materialized view \"{name}\" does not exist")]
     NotFound {

@@ -494,6 +494,13 @@ impl MatviewSession {
                 source: Box::new(e),
             },
         };
+        for source in &entry.definition.sources {
+            if manifest.view(source).is_none() && self.registered(source).await?.is_none() {
+                return Err(failed(Error::RelationNotFound {
+                    name: self.display(source),
+                }));
+            }
+        }
         let (state, plan) = plan_definition(self.ctx.state(), &display, &entry.definition)
             .await
             .map_err(failed)?;

@@ -382,3 +382,67 @@ suite!(
     committed_files_are_never_overwritten_or_deleted_early,
     replace_is_atomic_and_keeps_identity_checks
 );
+
+/// Not per backend: what the scan of a view pushes into DataFusion's Parquet reader.
+#[tokio::test]
+async fn scans_prune_row_groups_and_push_down_projection_and_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        SessionConfig::new().set_usize("datafusion.execution.parquet.max_row_group_size", 100);
+    let s = MatviewSession::open(
+        SessionContext::new_with_config(config),
+        &dir.path().display().to_string(),
+    )
+    .await
+    .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT value AS id, value * 2 AS twice FROM generate_series(1, 1000) ORDER BY id")
+        .await
+        .unwrap();
+    let plan = |sql: &'static str| {
+        let s = s.clone();
+        async move {
+            let batches = s.sql(sql).await.unwrap().collect().await.unwrap();
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+        }
+    };
+    let analyzed = plan("EXPLAIN ANALYZE SELECT twice FROM v WHERE id = 500").await;
+    assert!(analyzed.contains("DataSourceExec"), "{analyzed}");
+    assert!(analyzed.contains("predicate=id@0 = 500"), "{analyzed}");
+    assert!(
+        analyzed.contains("row_groups_pruned_statistics=10 total \u{2192} 1 matched"),
+        "{analyzed}"
+    );
+    let limited = plan("EXPLAIN SELECT id FROM v LIMIT 3").await;
+    assert!(limited.contains("limit=3"), "{limited}");
+    assert!(limited.contains("projection=[id]"), "{limited}");
+    // The exact row count comes from the manifest.
+    let counted = plan("EXPLAIN SELECT count(*) FROM v").await;
+    assert!(counted.contains("1000"), "{counted}");
+}
+
+#[tokio::test]
+async fn a_refresh_whose_source_is_gone_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().display().to_string();
+    let source = Source::new();
+    source.write("a.csv", &[(1, "a")]);
+    let s = MatviewSession::open(SessionContext::new(), &location)
+        .await
+        .unwrap();
+    s.sql(&source.register_sql("people")).await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT * FROM people")
+        .await
+        .unwrap();
+    // A new process that has not registered the source.
+    let s = MatviewSession::open(SessionContext::new(), &location)
+        .await
+        .unwrap();
+    let err = s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "could not refresh materialized view \"v\": relation \"people\" does not exist"
+    );
+    assert_eq!(ids(&s, "SELECT id FROM v").await, [1]);
+}
