@@ -14,7 +14,7 @@ use datafusion::common::{DFSchema, TableReference};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::{TableProvider, TableType, source_as_provider};
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::logical_expr::{EmptyRelation, LogicalPlan, col, lit};
+use datafusion::logical_expr::{DdlStatement, EmptyRelation, LogicalPlan, col, lit};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::planner::{IdentNormalizer, object_name_to_table_reference};
@@ -29,9 +29,13 @@ use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION};
 use crate::error::{Error, Result};
 use crate::functions::MaterializedViewsFunction;
 use crate::refresh::{plan_definition, rename_columns, state_for, write_snapshot};
-use crate::spec::{DEFINITION_FORMAT, Definition, Manifest, QualifiedName, ViewEntry, view_dir};
+use crate::spec::{
+    DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, ViewEntry,
+    view_dir,
+};
 use crate::sql::{
-    CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement, parse_sql,
+    CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
+    parse_sql_with_text,
 };
 use crate::table::MaterializedViewTable;
 
@@ -47,6 +51,11 @@ pub struct MatviewOptions {
     /// files of failed writers is left to [`MatviewSession::cleanup`]).
     /// Default: true.
     pub cleanup_after_commit: bool,
+    /// Remember `CREATE EXTERNAL TABLE` and `CREATE VIEW` (and forget them
+    /// on `DROP`) in the catalog, and replay them when it is opened, so a
+    /// new process can query and refresh views with no set-up. Default:
+    /// false (a library caller usually registers its own tables).
+    pub remember_relations: bool,
 }
 
 impl Default for MatviewOptions {
@@ -54,6 +63,7 @@ impl Default for MatviewOptions {
         Self {
             retention: DEFAULT_RETENTION,
             cleanup_after_commit: true,
+            remember_relations: false,
         }
     }
 }
@@ -108,6 +118,7 @@ pub struct MatviewSession {
     ctx: SessionContext,
     catalog: Arc<Catalog>,
     options: MatviewOptions,
+    warnings: Arc<Vec<String>>,
 }
 
 impl std::fmt::Debug for MatviewSession {
@@ -146,15 +157,111 @@ impl MatviewSession {
             "materialized_views",
             Arc::new(MaterializedViewsFunction::new(Arc::clone(&catalog))),
         );
-        let session = Self {
+        let mut session = Self {
             ctx,
             catalog,
             options,
+            warnings: Arc::default(),
         };
-        for entry in &session.catalog.current().views {
+        let manifest = session.catalog.current();
+        for entry in &manifest.views {
             session.register_view(entry)?;
         }
+        if session.options.remember_relations {
+            let mut warnings = vec![];
+            for relation in &manifest.relations {
+                if let Err(e) = session.replay(relation).await {
+                    warnings.push(format!(
+                        "could not restore {} {}: {e}",
+                        match relation.kind {
+                            RelationKind::ExternalTable => "table",
+                            RelationKind::View => "view",
+                        },
+                        session.display(&relation.name)
+                    ));
+                }
+            }
+            session.warnings = Arc::new(warnings);
+        }
         Ok(session)
+    }
+
+    /// What could not be restored when the catalog was opened (for example
+    /// an external table whose files are gone), one message each.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Re-creates a remembered relation under the defaults it was created
+    /// with and its fully qualified name.
+    async fn replay(&self, relation: &RelationEntry) -> Result<()> {
+        let state = state_for(
+            self.ctx.state(),
+            &relation.default_catalog,
+            &relation.default_schema,
+        );
+        let plan = match state.create_logical_plan(&relation.sql).await? {
+            LogicalPlan::Ddl(DdlStatement::CreateExternalTable(mut create)) => {
+                create.name = relation.name.to_table_reference();
+                LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create))
+            }
+            LogicalPlan::Ddl(DdlStatement::CreateView(mut create)) => {
+                create.name = relation.name.to_table_reference();
+                LogicalPlan::Ddl(DdlStatement::CreateView(create))
+            }
+            _ => {
+                return Err(Error::NotSupported(format!(
+                    "remembered statement is not CREATE EXTERNAL TABLE or CREATE VIEW: {}",
+                    relation.sql
+                )));
+            }
+        };
+        if let Some(schema) = self.schema_provider(&relation.name) {
+            schema.deregister_table(&relation.name.name)?;
+        }
+        self.ctx.execute_logical_plan(plan).await?;
+        Ok(())
+    }
+
+    /// After `statement` ran: remember the relation it created.
+    async fn remember(
+        &self,
+        statement: &DFStatement,
+        text: Option<&str>,
+        existed: bool,
+    ) -> Result<()> {
+        let (name, kind, if_not_exists) = match statement {
+            DFStatement::CreateExternalTable(create) => (
+                &create.name,
+                RelationKind::ExternalTable,
+                create.if_not_exists,
+            ),
+            DFStatement::Statement(inner) => match inner.as_ref() {
+                SQLStatement::CreateView(view) if !view.materialized && !view.temporary => {
+                    (&view.name, RelationKind::View, view.if_not_exists)
+                }
+                _ => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        if existed && if_not_exists {
+            return Ok(());
+        }
+        let (default_catalog, default_schema) = self.defaults();
+        let entry = RelationEntry {
+            name: self.resolve(name)?,
+            kind,
+            sql: text.map_or_else(|| statement.to_string(), str::to_owned),
+            default_catalog,
+            default_schema,
+        };
+        self.catalog
+            .commit(|m| {
+                m.upsert_relation(entry.clone());
+                Ok(())
+            })
+            .await?;
+        Ok(())
     }
 
     /// The wrapped DataFusion context.
@@ -174,7 +281,7 @@ impl MatviewSession {
         let statements = {
             let state = self.ctx.state();
             let options = state.config().options();
-            parse_sql(
+            parse_sql_with_text(
                 sql,
                 options.sql_parser.dialect.as_ref(),
                 options.sql_parser.recursion_limit.get(),
@@ -187,8 +294,8 @@ impl MatviewSession {
             )));
         }
         let mut last = None;
-        for (i, statement) in statements.into_iter().enumerate() {
-            let df = self.execute(statement).await?;
+        for (i, (statement, text)) in statements.into_iter().enumerate() {
+            let df = self.run(statement, Some(&text)).await?;
             if i + 1 < count {
                 df.collect().await?;
             } else {
@@ -200,6 +307,13 @@ impl MatviewSession {
 
     /// Runs one parsed statement.
     pub async fn execute(&self, statement: Statement) -> Result<DataFrame> {
+        self.run(statement, None).await
+    }
+
+    /// Runs one statement; `text` is how the user wrote it, remembered for
+    /// `CREATE EXTERNAL TABLE` / `CREATE VIEW` (DataFusion's printed form of
+    /// a statement can leave out its options).
+    async fn run(&self, statement: Statement, text: Option<&str>) -> Result<DataFrame> {
         match statement {
             Statement::Create(create) => {
                 self.create(&create).await?;
@@ -214,7 +328,7 @@ impl MatviewSession {
                 self.empty()
             }
             Statement::Show { like } => self.show(like.as_deref()).await,
-            Statement::DataFusion(statement) => self.execute_datafusion(*statement).await,
+            Statement::DataFusion(statement) => self.execute_datafusion(*statement, text).await,
         }
     }
 
@@ -452,12 +566,41 @@ impl MatviewSession {
         catalog: &str,
         schema: &str,
     ) -> Result<BTreeSet<QualifiedName>> {
+        let resolve = |r: &TableReference| QualifiedName::from(r.clone().resolve(catalog, schema));
+        // DataFusion inlines a plain view where it is read, as an alias of
+        // the view's plan: find the aliases that are registered views...
+        let mut aliases = BTreeSet::new();
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::SubqueryAlias(alias) = node {
+                aliases.insert(resolve(&alias.alias));
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        let mut views = HashMap::new();
+        for name in aliases {
+            if let Some(table) = self.registered(&name).await?
+                && table.table_type() == TableType::View
+                && let Some(view_plan) = table.get_logical_plan()
+            {
+                views.insert(name, view_plan.into_owned());
+            }
+        }
+        // ...and take each as a source, not what it reads (unless it is a
+        // CTE or subquery that happens to share the name: its plan differs).
         let mut scanned = BTreeSet::new();
         plan.apply_with_subqueries(|node| {
-            if let LogicalPlan::TableScan(scan) = node {
-                scanned.insert(QualifiedName::from(
-                    scan.table_name.clone().resolve(catalog, schema),
-                ));
+            match node {
+                LogicalPlan::SubqueryAlias(alias) => {
+                    let name = resolve(&alias.alias);
+                    if views.get(&name) == Some(alias.input.as_ref()) {
+                        scanned.insert(name);
+                        return Ok(TreeNodeRecursion::Jump);
+                    }
+                }
+                LogicalPlan::TableScan(scan) => {
+                    scanned.insert(resolve(&scan.table_name));
+                }
+                _ => {}
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
@@ -627,13 +770,26 @@ impl MatviewSession {
             .filter(|(_, k)| *k == Kind::MaterializedView)
             .map(|(n, _)| n.clone())
             .collect();
-        if dropped.is_empty() {
+        let remembered = self.catalog.current();
+        if dropped.is_empty()
+            && !order
+                .iter()
+                .any(|(n, _)| remembered.relations.iter().any(|r| &r.name == n))
+        {
             return Ok(());
         }
+        let views: Vec<&QualifiedName> = order
+            .iter()
+            .filter(|(_, k)| *k == Kind::View)
+            .map(|(n, _)| n)
+            .collect();
         self.catalog
             .commit(|m| {
                 for name in &dropped {
                     m.remove(name);
+                }
+                for name in &views {
+                    m.remove_relation(name);
                 }
                 Ok(())
             })
@@ -736,7 +892,11 @@ impl MatviewSession {
 
     // ---- DataFusion statements -----------------------------------------
 
-    async fn execute_datafusion(&self, statement: DFStatement) -> Result<DataFrame> {
+    async fn execute_datafusion(
+        &self,
+        statement: DFStatement,
+        text: Option<&str>,
+    ) -> Result<DataFrame> {
         match &statement {
             DFStatement::Statement(inner) => match inner.as_ref() {
                 SQLStatement::Drop {
@@ -785,9 +945,31 @@ impl MatviewSession {
             }
             _ => {}
         }
-        let plan = self.ctx.state().statement_to_plan(statement).await?;
+        let created = match &statement {
+            DFStatement::CreateExternalTable(c) => Some(&c.name),
+            DFStatement::Statement(inner) => match inner.as_ref() {
+                SQLStatement::CreateView(v) => Some(&v.name),
+                _ => None,
+            },
+            _ => None,
+        };
+        let existed = match created {
+            Some(name) if self.options.remember_relations => {
+                self.registered(&self.resolve(name)?).await?.is_some()
+            }
+            _ => false,
+        };
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(statement.clone())
+            .await?;
         self.check_populated(&plan)?;
-        Ok(self.ctx.execute_logical_plan(plan).await?)
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        if self.options.remember_relations {
+            self.remember(&statement, text, existed).await?;
+        }
+        Ok(df)
     }
 
     /// `CREATE [OR REPLACE] TABLE/VIEW` must not replace a materialized view.
@@ -845,6 +1027,7 @@ impl MatviewSession {
     ) -> Result<DataFrame> {
         let manifest = self.catalog.reload().await?;
         let mut targets = vec![];
+        let mut unrestored = BTreeSet::new();
         for object in names {
             let name = self.resolve(object)?;
             if manifest.view(&name).is_some() {
@@ -856,6 +1039,10 @@ impl MatviewSession {
             }
             if self.registered(&name).await?.is_some() {
                 targets.push((name, kind));
+            } else if manifest.relations.iter().any(|r| r.name == name) {
+                // Remembered but not restored in this session (its files
+                // are gone): dropping it only forgets it.
+                unrestored.insert(name);
             }
         }
         let mut dropped_by_cascade = BTreeSet::new();
@@ -890,7 +1077,8 @@ impl MatviewSession {
         };
         let mut result = self.empty()?;
         for object in names {
-            if dropped_by_cascade.contains(&self.resolve(object)?) {
+            let name = self.resolve(object)?;
+            if dropped_by_cascade.contains(&name) || unrestored.contains(&name) {
                 continue;
             }
             let single = SQLStatement::Drop {
@@ -909,6 +1097,25 @@ impl MatviewSession {
                 .statement_to_plan(DFStatement::Statement(Box::new(single)))
                 .await?;
             result = self.ctx.execute_logical_plan(plan).await?;
+        }
+        let forget: Vec<QualifiedName> = targets
+            .into_iter()
+            .map(|(n, _)| n)
+            .chain(unrestored)
+            .collect();
+        let remembered = self.catalog.current();
+        if forget
+            .iter()
+            .any(|n| remembered.relations.iter().any(|r| &r.name == n))
+        {
+            self.catalog
+                .commit(|m| {
+                    for name in &forget {
+                        m.remove_relation(name);
+                    }
+                    Ok(())
+                })
+                .await?;
         }
         Ok(result)
     }
@@ -1017,7 +1224,7 @@ mod tests {
     #[test]
     fn dml_targets_cover_every_form() {
         let targets = |sql: &str| {
-            let statements = parse_sql(sql, "generic", 50).unwrap();
+            let statements = crate::sql::parse_sql(sql, "generic", 50).unwrap();
             let Statement::DataFusion(s) = &statements[0] else {
                 panic!()
             };

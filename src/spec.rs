@@ -102,6 +102,36 @@ pub struct Manifest {
     /// readers of older versions until the retention window has passed.
     #[serde(default)]
     pub retired: Vec<RetiredSnapshot>,
+    /// External tables and plain views the catalog remembers (when the
+    /// session is opened with `remember_relations`), in creation order.
+    #[serde(default)]
+    pub relations: Vec<RelationEntry>,
+}
+
+/// The kind of a remembered relation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelationKind {
+    /// `CREATE EXTERNAL TABLE`
+    ExternalTable,
+    /// `CREATE VIEW`
+    View,
+}
+
+/// A remembered `CREATE EXTERNAL TABLE` or `CREATE VIEW`, replayed when the
+/// catalog is opened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelationEntry {
+    /// Fully qualified name.
+    pub name: QualifiedName,
+    /// What it is.
+    pub kind: RelationKind,
+    /// The statement, as DataFusion prints it.
+    pub sql: String,
+    /// Default catalog in force when it was created.
+    pub default_catalog: String,
+    /// Default schema in force when it was created.
+    pub default_schema: String,
 }
 
 /// A snapshot that only versions before `retired_at` reference.
@@ -122,6 +152,7 @@ impl Default for Manifest {
             committed_at: DateTime::<Utc>::UNIX_EPOCH,
             views: vec![],
             retired: vec![],
+            relations: vec![],
         }
     }
 }
@@ -169,6 +200,22 @@ impl Manifest {
         let old = self.views.remove(i);
         self.retire(&old);
         Some(old)
+    }
+
+    /// Remembers a relation, replacing one of the same name (which keeps
+    /// its place in the creation order).
+    pub fn upsert_relation(&mut self, entry: RelationEntry) {
+        match self.relations.iter_mut().find(|r| r.name == entry.name) {
+            Some(existing) => *existing = entry,
+            None => self.relations.push(entry),
+        }
+    }
+
+    /// Forgets a relation; returns whether it was remembered.
+    pub fn remove_relation(&mut self, name: &QualifiedName) -> bool {
+        let before = self.relations.len();
+        self.relations.retain(|r| &r.name != name);
+        before != self.relations.len()
     }
 
     fn retire(&mut self, old: &ViewEntry) {

@@ -77,6 +77,19 @@ pub enum Statement {
 /// Parses one or more `;`-separated statements with the named sqlparser
 /// dialect (DataFusion's `datafusion.sql_parser.dialect`) and recursion limit.
 pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec<Statement>> {
+    Ok(parse_sql_with_text(sql, dialect, recursion_limit)?
+        .into_iter()
+        .map(|(statement, _)| statement)
+        .collect())
+}
+
+/// [`parse_sql`], also returning each statement's own text as the user
+/// wrote it (comments and formatting kept, without the `;`).
+pub fn parse_sql_with_text(
+    sql: &str,
+    dialect: &str,
+    recursion_limit: usize,
+) -> Result<Vec<(Statement, String)>> {
     let dialect = dialect_from_str(dialect).ok_or_else(|| {
         Error::DataFusion(DataFusionError::Plan(format!(
             "Unsupported SQL dialect: {dialect}. Available dialects: Generic, MySQL, PostgreSQL, Hive, SQLite, Snowflake, Redshift, MsSQL, ClickHouse, BigQuery, Ansi, DuckDB, Databricks."
@@ -86,7 +99,16 @@ pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec
         .tokenize_with_location()
         .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
     let (tokens, no_data) = strip_with_data(tokens);
-    let mut parser = DFParserBuilder::new(tokens)
+    let text_of = |range: std::ops::Range<usize>| -> String {
+        // The WITH [NO] DATA suffix was removed from the tokens; keep it in the text.
+        tokens[range]
+            .iter()
+            .map(|t| t.token.to_string())
+            .collect::<String>()
+            .trim()
+            .to_owned()
+    };
+    let mut parser = DFParserBuilder::new(tokens.clone())
         .with_dialect(dialect.as_ref())
         .with_recursion_limit(recursion_limit)
         .build()?;
@@ -105,7 +127,15 @@ pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec
         }
         let start = parser.parser.peek_token().span.start;
         let with_data = !no_data.contains(&(start.line, start.column));
-        statements.push(parse_statement(&mut parser, with_data)?);
+        let first = parser.parser.index();
+        let statement = parse_statement(&mut parser, with_data)?;
+        let mut text = text_of(first..parser.parser.index());
+        if let Statement::Create(create) = &statement
+            && !create.with_data
+        {
+            text.push_str(" WITH NO DATA");
+        }
+        statements.push((statement, text));
         expecting_delimiter = true;
     }
     Ok(statements)
@@ -361,6 +391,24 @@ mod tests {
                 50
             )
             .is_err()
+        );
+    }
+
+    #[test]
+    fn statements_keep_their_own_text() {
+        let v = parse_sql_with_text(
+            "CREATE EXTERNAL TABLE t (a INT) STORED AS CSV LOCATION 'x.csv' OPTIONS ('format.has_header' 'true');\n  -- next\nSELECT 1 ;",
+            "generic",
+            50,
+        )
+        .unwrap();
+        let texts: Vec<&str> = v.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(
+            texts,
+            [
+                "CREATE EXTERNAL TABLE t (a INT) STORED AS CSV LOCATION 'x.csv' OPTIONS ('format.has_header' 'true')",
+                "-- next\nSELECT 1"
+            ]
         );
     }
 

@@ -353,6 +353,80 @@ async fn replace_is_atomic_and_keeps_identity_checks(backend: &dyn Backend) {
     assert_eq!(entry.snapshot.unwrap().row_count, 3);
 }
 
+async fn remembered_relations_come_back_in_a_new_session(backend: &dyn Backend) {
+    let remembering = || async {
+        let options = MatviewOptions {
+            remember_relations: true,
+            ..Default::default()
+        };
+        MatviewSession::open_with_options(backend.context(), &backend.location(), options)
+            .await
+            .unwrap()
+    };
+    let source = Source::new();
+    source.write("a.csv", &[(1, "ann"), (2, "bob")]);
+    let single = tempfile::tempdir().unwrap();
+    let single_file = single.path().join("one.csv");
+    std::fs::write(&single_file, "x\n1\n").unwrap();
+    {
+        let s = remembering().await;
+        s.sql(&source.register_sql("people")).await.unwrap();
+        s.sql("CREATE VIEW adults AS SELECT id, name FROM people WHERE id > 1")
+            .await
+            .unwrap();
+        s.sql("CREATE MATERIALIZED VIEW n_adults AS SELECT count(*) AS n FROM adults")
+            .await
+            .unwrap();
+        s.sql(&format!(
+            "CREATE EXTERNAL TABLE one STORED AS CSV LOCATION '{}' OPTIONS ('format.has_header' 'true')",
+            single_file.display()
+        ))
+        .await
+        .unwrap();
+        // IF NOT EXISTS on an existing table changes nothing remembered.
+        s.sql(&source.register_sql("IF NOT EXISTS adults"))
+            .await
+            .unwrap();
+        assert_eq!(s.catalog().current().relations.len(), 3);
+    }
+    std::fs::remove_file(&single_file).unwrap();
+    source.write("b.csv", &[(3, "cy")]);
+    let s = remembering().await;
+    // The table and view are back, with no set-up; one table could not be.
+    assert_eq!(ids(&s, "SELECT id FROM adults ORDER BY id").await, [2, 3]);
+    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
+    assert!(
+        s.warnings()[0].starts_with("could not restore table one: "),
+        "{:?}",
+        s.warnings()
+    );
+    s.sql("REFRESH MATERIALIZED VIEW n_adults").await.unwrap();
+    assert_eq!(ids(&s, "SELECT n FROM n_adults").await, [2]);
+    let err = s.sql("DROP VIEW adults").await.unwrap_err().to_string();
+    assert!(
+        err.starts_with("cannot drop view adults because other objects depend on it"),
+        "{err}"
+    );
+    s.sql("DROP VIEW adults CASCADE").await.unwrap();
+    s.sql("DROP TABLE one").await.unwrap();
+    let remembered: Vec<String> = s
+        .catalog()
+        .current()
+        .relations
+        .iter()
+        .map(|r| r.name.name.clone())
+        .collect();
+    assert_eq!(remembered, ["people"]);
+    let s = remembering().await;
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    assert!(s.sql("SELECT * FROM adults").await.is_err());
+    assert!(s.catalog().current().views.is_empty());
+    assert_eq!(
+        ids(&s, "SELECT id FROM people ORDER BY id").await,
+        [1, 2, 3]
+    );
+}
+
 macro_rules! suite {
     ($($test:ident),*) => {
         mod memory {
@@ -380,7 +454,8 @@ suite!(
     views_survive_a_new_session,
     defaults_do_not_change_what_a_view_reads,
     committed_files_are_never_overwritten_or_deleted_early,
-    replace_is_atomic_and_keeps_identity_checks
+    replace_is_atomic_and_keeps_identity_checks,
+    remembered_relations_come_back_in_a_new_session
 );
 
 /// Not per backend: what the scan of a view pushes into DataFusion's Parquet reader.
