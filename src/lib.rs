@@ -35,4 +35,4 @@ pub mod table;
 
 pub use catalog::{Catalog, CleanupReport};
 pub use error::{Error, Result};
-pub use session::{MatviewOptions, MatviewSession, RefreshOutcome};
+pub use session::{MatviewOptions, MatviewSession, ProgressListener, RefreshOutcome};

@@ -4,16 +4,19 @@
 //! Nothing here commits: the caller commits the returned [`Snapshot`] and
 //! discards its directory if the commit fails.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use datafusion::common::Column;
 use datafusion::config::TableParquetOptions;
-use datafusion::dataframe::{DataFrame, DataFrameWriteOptions};
+use datafusion::datasource::file_format::format_as_file_type;
+use datafusion::datasource::file_format::parquet::ParquetFormatFactory;
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
-use datafusion::execution::SessionState;
+use datafusion::execution::{SessionState, TaskContext};
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::physical_plan::{ExecutionPlan, collect};
 use futures::TryStreamExt;
 
 use crate::catalog::Catalog;
@@ -111,6 +114,7 @@ pub(crate) async fn write_snapshot(
     catalog: &Catalog,
     entry: &ViewEntry,
     plan: LogicalPlan,
+    progress: Option<(&str, &Arc<dyn ProgressListener>)>,
 ) -> Result<Snapshot> {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let dir = format!("{}/{}", entry.dir, id);
@@ -130,13 +134,19 @@ pub(crate) async fn write_snapshot(
         .insert(META_DEFINITION.into(), Some(definition));
 
     let written = async {
-        DataFrame::new(state, plan)
-            .write_parquet(
-                &catalog.url_of_dir(&dir),
-                DataFrameWriteOptions::new(),
-                Some(options),
-            )
-            .await?;
+        let file_type =
+            format_as_file_type(Arc::new(ParquetFormatFactory::new_with_options(options)));
+        let copy = LogicalPlanBuilder::copy_to(
+            plan,
+            catalog.url_of_dir(&dir),
+            file_type,
+            HashMap::new(),
+            vec![],
+        )?
+        .build()?;
+        let task_ctx = state.task_ctx();
+        let physical = state.create_physical_plan(&copy).await?;
+        run_with_progress(physical, task_ctx, progress).await?;
         list_snapshot_files(catalog, &dir).await
     }
     .await;
@@ -155,6 +165,49 @@ pub(crate) async fn write_snapshot(
         files,
         refreshed_at: Utc::now(),
     })
+}
+
+/// Receives progress of a refresh while its query runs.
+pub trait ProgressListener: Send + Sync + std::fmt::Debug {
+    /// Called about ten times a second while a view is computed, with the
+    /// rows its query has produced so far.
+    fn progress(&self, view: &str, rows: u64, elapsed: Duration);
+    /// Called once when the computation has ended, successfully or not.
+    fn finished(&self, _view: &str) {}
+}
+
+/// Runs the write plan; while it runs, reports the rows its input has
+/// produced (from the input's live metrics) to `progress`.
+async fn run_with_progress(
+    physical: Arc<dyn ExecutionPlan>,
+    task_ctx: Arc<TaskContext>,
+    progress: Option<(&str, &Arc<dyn ProgressListener>)>,
+) -> Result<()> {
+    let Some((view, listener)) = progress else {
+        collect(physical, task_ctx).await?;
+        return Ok(());
+    };
+    let input = physical.children().first().map(|c| Arc::clone(*c));
+    let started = Instant::now();
+    let run = collect(physical, task_ctx);
+    tokio::pin!(run);
+    let mut ticks = tokio::time::interval(Duration::from_millis(100));
+    let result = loop {
+        tokio::select! {
+            done = &mut run => break done,
+            _ = ticks.tick() => {
+                let rows = input
+                    .as_ref()
+                    .and_then(|i| i.metrics())
+                    .and_then(|m| m.output_rows())
+                    .unwrap_or(0);
+                listener.progress(view, rows as u64, started.elapsed());
+            }
+        }
+    };
+    listener.finished(view);
+    result?;
+    Ok(())
 }
 
 /// The Parquet files written under `dir`, with their sizes and row counts

@@ -28,6 +28,7 @@ use object_store::path::Path;
 use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION};
 use crate::error::{Error, Result};
 use crate::functions::MaterializedViewsFunction;
+pub use crate::refresh::ProgressListener;
 use crate::refresh::{plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
     DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, ViewEntry,
@@ -119,6 +120,7 @@ pub struct MatviewSession {
     catalog: Arc<Catalog>,
     options: MatviewOptions,
     warnings: Arc<Vec<String>>,
+    progress: Option<Arc<dyn ProgressListener>>,
 }
 
 impl std::fmt::Debug for MatviewSession {
@@ -162,6 +164,7 @@ impl MatviewSession {
             catalog,
             options,
             warnings: Arc::default(),
+            progress: None,
         };
         let manifest = session.catalog.current();
         for entry in &manifest.views {
@@ -184,6 +187,12 @@ impl MatviewSession {
             session.warnings = Arc::new(warnings);
         }
         Ok(session)
+    }
+
+    /// Reports the progress of every CREATE and REFRESH that computes data.
+    pub fn with_progress_listener(mut self, listener: Arc<dyn ProgressListener>) -> Self {
+        self.progress = Some(listener);
+        self
     }
 
     /// What could not be restored when the catalog was opened (for example
@@ -521,7 +530,9 @@ impl MatviewSession {
             snapshot: None,
         };
         if create.with_data {
-            entry.snapshot = Some(write_snapshot(state, &self.catalog, &entry, plan).await?);
+            let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
+            entry.snapshot =
+                Some(write_snapshot(state, &self.catalog, &entry, plan, progress).await?);
         }
         let committed = self
             .catalog
@@ -647,7 +658,8 @@ impl MatviewSession {
         let (state, plan) = plan_definition(self.ctx.state(), &display, &entry.definition)
             .await
             .map_err(failed)?;
-        let snapshot = write_snapshot(state, &self.catalog, &entry, plan)
+        let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
+        let snapshot = write_snapshot(state, &self.catalog, &entry, plan, progress)
             .await
             .map_err(failed)?;
         let base = entry.snapshot.as_ref().map(|s| s.id.clone());

@@ -521,3 +521,40 @@ async fn a_refresh_whose_source_is_gone_names_it() {
     );
     assert_eq!(ids(&s, "SELECT id FROM v").await, [1]);
 }
+
+#[derive(Debug, Default)]
+struct Recorder {
+    calls: std::sync::Mutex<Vec<(String, u64)>>,
+    finished: std::sync::Mutex<Vec<String>>,
+}
+
+impl datafusion_matview::ProgressListener for Recorder {
+    fn progress(&self, view: &str, rows: u64, _elapsed: Duration) {
+        self.calls.lock().unwrap().push((view.to_owned(), rows));
+    }
+    fn finished(&self, view: &str) {
+        self.finished.lock().unwrap().push(view.to_owned());
+    }
+}
+
+#[tokio::test]
+async fn refresh_reports_progress_while_it_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let s = MatviewSession::open(SessionContext::new(), &dir.path().display().to_string())
+        .await
+        .unwrap()
+        .with_progress_listener(Arc::clone(&recorder) as _);
+    s.sql("CREATE MATERIALIZED VIEW big AS SELECT value AS v FROM generate_series(1, 2000000)")
+        .await
+        .unwrap();
+    s.sql("REFRESH MATERIALIZED VIEW big").await.unwrap();
+    assert_eq!(*recorder.finished.lock().unwrap(), ["big", "big"]);
+    let calls = recorder.calls.lock().unwrap();
+    assert!(!calls.is_empty());
+    assert!(
+        calls
+            .iter()
+            .all(|(v, rows)| v == "big" && *rows <= 2_000_000)
+    );
+}
