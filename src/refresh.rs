@@ -9,15 +9,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use datafusion::common::Column;
+use datafusion::arrow::datatypes::Schema;
+use datafusion::common::{Column, DFSchema};
 use datafusion::config::TableParquetOptions;
 use datafusion::datasource::file_format::format_as_file_type;
 use datafusion::datasource::file_format::parquet::ParquetFormatFactory;
+use datafusion::datasource::listing::ListingTableUrl;
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::execution::{SessionState, TaskContext};
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use futures::TryStreamExt;
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
@@ -165,6 +168,83 @@ pub(crate) async fn write_snapshot(
         files,
         refreshed_at: Utc::now(),
     })
+}
+
+/// Copies existing Parquet files (any URL or path the session can read)
+/// into a new snapshot of the view, checking that their columns are the
+/// view's. Used to adopt data computed outside the catalog.
+pub(crate) async fn import_snapshot(
+    state: &SessionState,
+    catalog: &Catalog,
+    entry: &ViewEntry,
+    files: &[String],
+) -> Result<Snapshot> {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let dir = format!("{}/{}", entry.dir, id);
+    let copied = async {
+        for (i, file) in files.iter().enumerate() {
+            let url = ListingTableUrl::parse(file)?;
+            let source = state.runtime_env().object_store(url.object_store())?;
+            let meta = source.head(url.prefix()).await?;
+            let schema = DFParquetMetadata::new(source.as_ref(), &meta)
+                .fetch_schema()
+                .await?;
+            check_columns(file, &schema, &entry.definition.schema)?;
+            let target = catalog.path(&format!("{dir}/part-{i:05}.parquet"));
+            let bytes = source.get(url.prefix()).await?.bytes().await?;
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..Default::default()
+            };
+            catalog
+                .store()
+                .put_opts(&target, PutPayload::from(bytes), opts)
+                .await?;
+        }
+        list_snapshot_files(catalog, &dir).await
+    }
+    .await;
+    let files = match copied {
+        Ok(files) => files,
+        Err(e) => {
+            let _ = catalog.delete_dir(&dir).await;
+            return Err(e);
+        }
+    };
+    Ok(Snapshot {
+        id,
+        row_count: files.iter().map(|f| f.rows).sum(),
+        size_bytes: files.iter().map(|f| f.size).sum(),
+        files,
+        refreshed_at: Utc::now(),
+    })
+}
+
+/// Existing data must have the view's columns, in order, with types a
+/// scan can read as the view's (e.g. `Utf8` for `Utf8View`).
+fn check_columns(file: &str, found: &Schema, wanted: &Schema) -> Result<()> {
+    let same = found.fields().len() == wanted.fields().len()
+        && found.fields().iter().zip(wanted.fields()).all(|(a, b)| {
+            a.name() == b.name()
+                && DFSchema::datatype_is_logically_equal(a.data_type(), b.data_type())
+        });
+    if same {
+        return Ok(());
+    }
+    Err(Error::NotSupported(format!(
+        "the columns of {file} ({}) are not those of the view's query ({})",
+        describe(found),
+        describe(wanted)
+    )))
+}
+
+fn describe(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Receives progress of a refresh while its query runs.

@@ -29,7 +29,7 @@ use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION};
 use crate::error::{Error, Result};
 use crate::functions::MaterializedViewsFunction;
 pub use crate::refresh::ProgressListener;
-use crate::refresh::{plan_definition, rename_columns, state_for, write_snapshot};
+use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
     DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, ViewEntry,
     view_dir,
@@ -325,7 +325,7 @@ impl MatviewSession {
     async fn run(&self, statement: Statement, text: Option<&str>) -> Result<DataFrame> {
         match statement {
             Statement::Create(create) => {
-                self.create(&create).await?;
+                self.create(&create, None).await?;
                 self.empty()
             }
             Statement::Refresh(refresh) => {
@@ -464,7 +464,34 @@ impl MatviewSession {
 
     // ---- CREATE ---------------------------------------------------------
 
-    async fn create(&self, create: &CreateMaterializedView) -> Result<()> {
+    /// Creates a materialized view whose first snapshot is existing Parquet
+    /// data, copied into the catalog, instead of running `query`: for
+    /// adopting results computed the old way (`COPY ... TO`). `name` is
+    /// written as in SQL (quote it if needed); `files` are paths or URLs of
+    /// object stores registered in the session. The files' columns must be
+    /// the query's. Afterwards the view refreshes like any other.
+    pub async fn adopt(&self, name: &str, query: &str, files: &[String]) -> Result<()> {
+        let sql = format!("CREATE MATERIALIZED VIEW {name} AS {query}");
+        let state = self.ctx.state();
+        let options = state.config().options();
+        let mut statements = crate::sql::parse_sql(
+            &sql,
+            options.sql_parser.dialect.as_ref(),
+            options.sql_parser.recursion_limit.get(),
+        )?;
+        match (statements.pop(), statements.is_empty()) {
+            (Some(Statement::Create(create)), true) => self.create(&create, Some(files)).await,
+            _ => Err(Error::NotSupported(format!(
+                "cannot adopt \"{name}\": the query must be a single SELECT"
+            ))),
+        }
+    }
+
+    async fn create(
+        &self,
+        create: &CreateMaterializedView,
+        import: Option<&[String]>,
+    ) -> Result<()> {
         let name = self.resolve(&create.name)?;
         let display = self.display(&name);
         let manifest = self.catalog.reload().await?;
@@ -529,7 +556,9 @@ impl MatviewSession {
             created_at: chrono::Utc::now(),
             snapshot: None,
         };
-        if create.with_data {
+        if let Some(files) = import {
+            entry.snapshot = Some(import_snapshot(&state, &self.catalog, &entry, files).await?);
+        } else if create.with_data {
             let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
             entry.snapshot =
                 Some(write_snapshot(state, &self.catalog, &entry, plan, progress).await?);

@@ -558,3 +558,68 @@ async fn refresh_reports_progress_while_it_runs() {
             .all(|(v, rows)| v == "big" && *rows <= 2_000_000)
     );
 }
+
+#[tokio::test]
+async fn existing_parquet_results_can_be_adopted() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = MatviewSession::open(
+        SessionContext::new(),
+        &dir.path().join("cat").display().to_string(),
+    )
+    .await
+    .unwrap();
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2), (3)")
+        .await
+        .unwrap();
+    // The old way: COPY the result out.
+    let old = dir.path().join("old.parquet");
+    s.sql(&format!(
+        "COPY (SELECT x * 10 AS y FROM t) TO '{}'",
+        old.display()
+    ))
+    .await
+    .unwrap()
+    .collect()
+    .await
+    .unwrap();
+    // The source moves on; the adopted view keeps the data it was given.
+    s.sql("INSERT INTO t VALUES (4)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let old = old.display().to_string();
+    s.adopt(
+        "tens",
+        "SELECT x * 10 AS y FROM t",
+        std::slice::from_ref(&old),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&s, "SELECT y FROM tens ORDER BY y").await, [10, 20, 30]);
+    // The original file stays where it was; the view has its own copy.
+    assert!(std::path::Path::new(&old).exists());
+    s.sql("REFRESH MATERIALIZED VIEW tens").await.unwrap();
+    assert_eq!(
+        ids(&s, "SELECT y FROM tens ORDER BY y").await,
+        [10, 20, 30, 40]
+    );
+
+    let err = s
+        .adopt(
+            "wrong",
+            "SELECT x AS y, x AS z FROM t",
+            std::slice::from_ref(&old),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        format!(
+            "the columns of {old} (y Int64) are not those of the view's query (y Int64, z Int64)"
+        )
+    );
+    assert!(s.sql("SELECT * FROM wrong").await.is_err());
+}
