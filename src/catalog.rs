@@ -25,6 +25,7 @@
 //! Files no live version references are deleted only after the retention
 //! window (see [`Catalog::cleanup`]).
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -35,7 +36,9 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{Error, Result};
-use crate::spec::{MANIFEST_FORMAT, Manifest};
+use crate::spec::{
+    MANIFEST_FORMAT, Manifest, QualifiedName, SNAPSHOT_MARKER, SnapshotMarker, ViewEntry,
+};
 
 /// How many times a commit reloads and retries after losing a race.
 pub const MAX_COMMIT_ATTEMPTS: usize = 20;
@@ -54,6 +57,17 @@ pub struct Catalog {
     root: Path,
     retention: Duration,
     current: RwLock<Arc<Manifest>>,
+}
+
+/// What [`Catalog::recover`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The manifest version it committed.
+    pub version: u64,
+    /// Each recovered view with its row count.
+    pub views: Vec<String>,
+    /// Snapshot markers not used, and why.
+    pub skipped: Vec<String>,
 }
 
 /// What a cleanup removed.
@@ -76,16 +90,158 @@ impl Catalog {
         root: Path,
         retention: Duration,
     ) -> Result<Self> {
-        let catalog = Self {
+        let catalog = Self::unloaded(location, store_url, store, root, retention);
+        catalog.reload().await?;
+        Ok(catalog)
+    }
+
+    /// A catalog handle that has read nothing yet (for [`Self::recover`],
+    /// which must work when the log cannot be read).
+    pub fn unloaded(
+        location: impl Into<String>,
+        store_url: ObjectStoreUrl,
+        store: Arc<dyn ObjectStore>,
+        root: Path,
+        retention: Duration,
+    ) -> Self {
+        Self {
             location: location.into(),
             store_url,
             store,
             root,
             retention,
             current: RwLock::new(Arc::new(Manifest::default())),
+        }
+    }
+
+    /// Rebuilds the catalog from its data when the manifest log is lost or
+    /// unreadable: every complete snapshot leaves a `_snapshot.json` marker
+    /// with its view's definition and files; the newest complete snapshot
+    /// of each view (all its files present with their recorded sizes)
+    /// becomes that view's data in a new manifest version, committed after
+    /// every existing one. Remembered tables and views are taken from the
+    /// newest readable version, if any.
+    pub async fn recover(&self) -> Result<RecoveryReport> {
+        let log = self.path("_matview");
+        let objects: Vec<_> = self.store.list(Some(&self.root)).try_collect().await?;
+        let mut sizes = HashMap::new();
+        let mut markers = vec![];
+        for meta in objects {
+            if meta.location.prefix_match(&log).is_some() {
+                continue;
+            }
+            let Some(relative) = self.relative(&meta.location) else {
+                continue;
+            };
+            if relative.ends_with(&format!("/{SNAPSHOT_MARKER}")) {
+                markers.push(meta.location.clone());
+            }
+            sizes.insert(relative, meta.size);
+        }
+        let mut report = RecoveryReport::default();
+        // Start from the newest readable version: it also knows views with
+        // no data yet, and the remembered tables and views.
+        let versions = self.list_versions().await?;
+        let mut base = Manifest::default();
+        for (version, _) in versions.iter().rev() {
+            if let Ok(m) = self.read_version(*version).await {
+                base = m;
+                break;
+            }
+        }
+        let base_time = base.committed_at;
+        let mut newest: BTreeMap<QualifiedName, ViewEntry> = BTreeMap::new();
+        for view in base.views {
+            let complete = view
+                .snapshot
+                .as_ref()
+                .is_none_or(|s| s.files.iter().all(|f| sizes.get(&f.path) == Some(&f.size)));
+            if complete {
+                newest.insert(view.name.clone(), view);
+            }
+        }
+        for path in markers {
+            let bytes = self.store.get(&path).await?.bytes().await?;
+            let marker: SnapshotMarker = match serde_json::from_slice(&bytes) {
+                Ok(m) => m,
+                Err(e) => {
+                    report.skipped.push(format!("{path}: unreadable: {e}"));
+                    continue;
+                }
+            };
+            if let Some(missing) = marker
+                .snapshot
+                .files
+                .iter()
+                .find(|f| sizes.get(&f.path) != Some(&f.size))
+            {
+                report.skipped.push(format!(
+                    "{path}: data file {} is missing or changed",
+                    missing.path
+                ));
+                continue;
+            }
+            // A snapshot written before the base version was committed, of a
+            // view the base does not have (as that definition), was dropped
+            // or replaced: do not bring it back.
+            let known = newest
+                .get(&marker.view.name)
+                .is_some_and(|v| v.id == marker.view.id);
+            if !known && marker.snapshot.refreshed_at <= base_time {
+                report.skipped.push(format!(
+                    "{path}: superseded before the last readable version"
+                ));
+                continue;
+            }
+            let newer = newest.get(&marker.view.name).is_none_or(|v| {
+                v.snapshot
+                    .as_ref()
+                    .is_none_or(|s| s.refreshed_at < marker.snapshot.refreshed_at)
+            });
+            if newer {
+                let entry = ViewEntry {
+                    snapshot: Some(marker.snapshot),
+                    ..marker.view
+                };
+                newest.insert(entry.name.clone(), entry);
+            }
+        }
+        let relations = base.relations;
+        let manifest = Manifest {
+            format_version: MANIFEST_FORMAT,
+            version: versions.last().map_or(1, |(v, _)| v + 1),
+            committed_at: Utc::now(),
+            views: newest.into_values().collect(),
+            retired: vec![],
+            relations,
         };
-        catalog.reload().await?;
-        Ok(catalog)
+        let json = serde_json::to_vec_pretty(&manifest).map_err(|e| Error::CorruptManifest {
+            path: self.version_path(manifest.version).to_string(),
+            reason: e.to_string(),
+        })?;
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        self.store
+            .put_opts(
+                &self.version_path(manifest.version),
+                PutPayload::from(json),
+                opts,
+            )
+            .await?;
+        self.write_pointer(manifest.version).await;
+        report.version = manifest.version;
+        report.views = manifest
+            .views
+            .iter()
+            .map(|v| {
+                let rows = v.snapshot.as_ref().map_or(0, |s| s.row_count);
+                format!("{} ({rows} rows)", v.name)
+            })
+            .collect();
+        self.install(Arc::new(manifest));
+        Ok(report)
     }
 
     /// The location the catalog was opened at.
@@ -169,11 +325,15 @@ impl Catalog {
     }
 
     /// Loads the latest committed version (if newer than what is loaded)
-    /// and returns it.
+    /// and returns it. When nothing changed this costs one `HEAD` request
+    /// (of the version after the loaded one); it never lists the log unless
+    /// the latest-version pointer is missing or stale.
     pub async fn reload(&self) -> Result<Arc<Manifest>> {
-        let latest = self.list_versions().await?.last().map(|(v, _)| *v);
         let current = self.current();
-        match latest {
+        if current.version > 0 && !self.exists(current.version + 1).await? {
+            return Ok(current);
+        }
+        match self.latest_version().await? {
             Some(v) if v > current.version => {
                 let manifest = Arc::new(self.read_version(v).await?);
                 self.install(Arc::clone(&manifest));
@@ -181,6 +341,56 @@ impl Catalog {
             }
             _ => Ok(current),
         }
+    }
+
+    fn pointer_path(&self) -> Path {
+        self.path("_matview/_latest.json")
+    }
+
+    async fn exists(&self, version: u64) -> Result<bool> {
+        match self.store.head(&self.version_path(version)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The latest version number: from the pointer file, then probing
+    /// forward for commits it does not know yet. Falls back to listing the
+    /// log when the pointer is missing, unreadable or names a removed version.
+    async fn latest_version(&self) -> Result<Option<u64>> {
+        let pointed = match self.store.get(&self.pointer_path()).await {
+            Ok(got) => {
+                let bytes = got.bytes().await?;
+                serde_json::from_slice::<LatestPointer>(&bytes)
+                    .ok()
+                    .map(|p| p.version)
+            }
+            Err(object_store::Error::NotFound { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let mut version = match pointed {
+            Some(v) if self.exists(v).await? => v,
+            _ => match self.list_versions().await?.last() {
+                Some((v, _)) => *v,
+                None => return Ok(None),
+            },
+        };
+        while self.exists(version + 1).await? {
+            version += 1;
+        }
+        Ok(Some(version))
+    }
+
+    /// Records `version` as the latest, for readers to find it without
+    /// listing. Best effort: a stale pointer only costs readers a few
+    /// `HEAD` requests, so failures are ignored.
+    async fn write_pointer(&self, version: u64) {
+        let json = serde_json::to_vec(&LatestPointer { version }).unwrap_or_default();
+        let _ = self
+            .store
+            .put(&self.pointer_path(), PutPayload::from(json))
+            .await;
     }
 
     fn install(&self, manifest: Arc<Manifest>) {
@@ -228,6 +438,7 @@ impl Catalog {
                 Ok(_) => {
                     let next = Arc::new(next);
                     self.install(Arc::clone(&next));
+                    self.write_pointer(next.version).await;
                     return Ok((out, next));
                 }
                 Err(object_store::Error::AlreadyExists { .. }) => {
@@ -298,6 +509,11 @@ impl Catalog {
         }
 
         let versions = self.list_versions().await?;
+        if let Some((latest, _)) = versions.last() {
+            // Repair a pointer a crashed writer left behind, before
+            // removing versions it might name.
+            self.write_pointer(*latest).await;
+        }
         for pair in versions.windows(2) {
             let ((version, _), (_, successor_time)) = (pair[0], pair[1]);
             if successor_time <= cutoff {
@@ -343,6 +559,12 @@ impl Catalog {
             .checked_sub_signed(retention)
             .unwrap_or(DateTime::<Utc>::MIN_UTC)
     }
+}
+
+/// Content of `_matview/_latest.json`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct LatestPointer {
+    version: u64,
 }
 
 /// Parses and checks one manifest file.

@@ -223,6 +223,12 @@ impl From<datafusion::sql::sqlparser::parser::ParserError> for Error {
     }
 }
 
+impl From<datafusion::arrow::error::ArrowError> for Error {
+    fn from(e: datafusion::arrow::error::ArrowError) -> Self {
+        Error::DataFusion(e.into())
+    }
+}
+
 impl From<Error> for DataFusionError {
     fn from(e: Error) -> Self {
         e.into_datafusion()

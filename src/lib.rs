@@ -32,7 +32,8 @@ pub mod slt;
 pub mod spec;
 pub mod sql;
 pub mod table;
+pub mod testing;
 
-pub use catalog::{Catalog, CleanupReport};
+pub use catalog::{Catalog, CleanupReport, RecoveryReport};
 pub use error::{Error, Result};
 pub use session::{MatviewOptions, MatviewSession, ProgressListener, RefreshOutcome};

@@ -25,7 +25,8 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::spec::{
-    DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, Snapshot, ViewEntry,
+    DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, SNAPSHOT_MARKER, Snapshot,
+    SnapshotMarker, ViewEntry,
 };
 
 /// A session state that resolves names as they were resolved when the
@@ -149,25 +150,57 @@ pub(crate) async fn write_snapshot(
         .build()?;
         let task_ctx = state.task_ctx();
         let physical = state.create_physical_plan(&copy).await?;
-        run_with_progress(physical, task_ctx, progress).await?;
-        list_snapshot_files(catalog, &dir).await
+        run_with_progress(physical, task_ctx, progress).await
     }
     .await;
-    let files = match written {
-        Ok(files) => files,
-        Err(e) => {
-            // Nothing references these files; removing them now is safe.
-            let _ = catalog.delete_dir(&dir).await;
-            return Err(e);
-        }
-    };
-    Ok(Snapshot {
-        id,
-        row_count: files.iter().map(|f| f.rows).sum(),
-        size_bytes: files.iter().map(|f| f.size).sum(),
-        files,
-        refreshed_at: Utc::now(),
-    })
+    seal_snapshot(catalog, entry, id, &dir, written).await
+}
+
+/// Completes a snapshot whose files `produced` wrote under `dir`: reads
+/// their sizes and row counts and writes the `_snapshot.json` marker that
+/// recovery trusts. On any failure removes `dir` (nothing references it).
+async fn seal_snapshot(
+    catalog: &Catalog,
+    entry: &ViewEntry,
+    id: String,
+    dir: &str,
+    produced: Result<()>,
+) -> Result<Snapshot> {
+    let sealed = async {
+        produced?;
+        let files = list_snapshot_files(catalog, dir).await?;
+        let snapshot = Snapshot {
+            id,
+            row_count: files.iter().map(|f| f.rows).sum(),
+            size_bytes: files.iter().map(|f| f.size).sum(),
+            files,
+            refreshed_at: Utc::now(),
+        };
+        let marker = SnapshotMarker {
+            view: entry.clone(),
+            snapshot: snapshot.clone(),
+        };
+        let json =
+            serde_json::to_vec_pretty(&marker).map_err(|e| Error::NotSupported(e.to_string()))?;
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        catalog
+            .store()
+            .put_opts(
+                &catalog.path(&format!("{dir}/{SNAPSHOT_MARKER}")),
+                PutPayload::from(json),
+                opts,
+            )
+            .await?;
+        Ok(snapshot)
+    }
+    .await;
+    if sealed.is_err() {
+        let _ = catalog.delete_dir(dir).await;
+    }
+    sealed
 }
 
 /// Copies existing Parquet files (any URL or path the session can read)
@@ -201,23 +234,10 @@ pub(crate) async fn import_snapshot(
                 .put_opts(&target, PutPayload::from(bytes), opts)
                 .await?;
         }
-        list_snapshot_files(catalog, &dir).await
+        Ok(())
     }
     .await;
-    let files = match copied {
-        Ok(files) => files,
-        Err(e) => {
-            let _ = catalog.delete_dir(&dir).await;
-            return Err(e);
-        }
-    };
-    Ok(Snapshot {
-        id,
-        row_count: files.iter().map(|f| f.rows).sum(),
-        size_bytes: files.iter().map(|f| f.size).sum(),
-        files,
-        refreshed_at: Utc::now(),
-    })
+    seal_snapshot(catalog, entry, id, &dir, copied).await
 }
 
 /// Existing data must have the view's columns, in order, with types a
@@ -300,6 +320,9 @@ async fn list_snapshot_files(catalog: &Catalog, dir: &str) -> Result<Vec<DataFil
         let Some(path) = catalog.relative(&meta.location) else {
             continue;
         };
+        if !path.ends_with(".parquet") {
+            continue;
+        }
         let footer = DFParquetMetadata::new(store.as_ref(), &meta)
             .fetch_metadata()
             .await?;

@@ -25,7 +25,7 @@ use datafusion::sql::sqlparser::ast::{
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
-use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION};
+use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport};
 use crate::error::{Error, Result};
 use crate::functions::MaterializedViewsFunction;
 pub use crate::refresh::ProgressListener;
@@ -121,6 +121,15 @@ pub struct MatviewSession {
     options: MatviewOptions,
     warnings: Arc<Vec<String>>,
     progress: Option<Arc<dyn ProgressListener>>,
+    registered: Arc<std::sync::Mutex<Registrations>>,
+}
+
+/// Which definition of each view this session has registered, and for
+/// which catalog version that was last reconciled.
+#[derive(Debug, Default)]
+struct Registrations {
+    version: u64,
+    ids: HashMap<QualifiedName, String>,
 }
 
 impl std::fmt::Debug for MatviewSession {
@@ -165,6 +174,7 @@ impl MatviewSession {
             options,
             warnings: Arc::default(),
             progress: None,
+            registered: Arc::default(),
         };
         let manifest = session.catalog.current();
         for entry in &manifest.views {
@@ -273,6 +283,23 @@ impl MatviewSession {
         Ok(())
     }
 
+    /// Rebuilds the catalog at `location` from the snapshot markers of its
+    /// data, for when its manifest log is lost or corrupt (see
+    /// [`Catalog::recover`]). Does not need the catalog to open.
+    pub async fn recover(ctx: &SessionContext, location: &str) -> Result<RecoveryReport> {
+        let (store_url, root) = resolve_location(ctx, location)?;
+        let store =
+            ctx.runtime_env()
+                .object_store(&store_url)
+                .map_err(|e| Error::InvalidLocation {
+                    location: location.to_owned(),
+                    reason: e.to_string(),
+                })?;
+        Catalog::unloaded(location, store_url, store, root, DEFAULT_RETENTION)
+            .recover()
+            .await
+    }
+
     /// The wrapped DataFusion context.
     pub fn context(&self) -> &SessionContext {
         &self.ctx
@@ -323,6 +350,7 @@ impl MatviewSession {
     /// `CREATE EXTERNAL TABLE` / `CREATE VIEW` (DataFusion's printed form of
     /// a statement can leave out its options).
     async fn run(&self, statement: Statement, text: Option<&str>) -> Result<DataFrame> {
+        self.sync().await?;
         match statement {
             Statement::Create(create) => {
                 self.create(&create, None).await?;
@@ -337,6 +365,21 @@ impl MatviewSession {
                 self.empty()
             }
             Statement::Show { like } => self.show(like.as_deref()).await,
+            Statement::Vacuum => {
+                let report = self.cleanup().await?;
+                let schema = Arc::new(Schema::new(vec![
+                    Field::new("manifests_deleted", DataType::Int64, false),
+                    Field::new("files_deleted", DataType::Int64, false),
+                ]));
+                let batch = RecordBatch::try_new(
+                    schema,
+                    vec![
+                        Arc::new(Int64Array::from(vec![report.manifests_deleted as i64])),
+                        Arc::new(Int64Array::from(vec![report.files_deleted as i64])),
+                    ],
+                )?;
+                Ok(self.ctx.read_batch(batch)?)
+            }
             Statement::DataFusion(statement) => self.execute_datafusion(*statement, text).await,
         }
     }
@@ -452,6 +495,9 @@ impl MatviewSession {
         );
         schema.deregister_table(&name.name)?;
         schema.register_table(name.name.clone(), Arc::new(provider))?;
+        self.registrations()
+            .ids
+            .insert(name.clone(), entry.id.clone());
         Ok(())
     }
 
@@ -459,6 +505,40 @@ impl MatviewSession {
         if let Some(schema) = self.schema_provider(name) {
             schema.deregister_table(&name.name)?;
         }
+        self.registrations().ids.remove(name);
+        Ok(())
+    }
+
+    fn registrations(&self) -> std::sync::MutexGuard<'_, Registrations> {
+        self.registered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Catches up with commits of other sessions and processes: loads the
+    /// latest catalog version (one `HEAD` request when nothing changed) and
+    /// registers, replaces or removes views to match it. Every statement
+    /// run through [`Self::sql`] does this first.
+    pub async fn sync(&self) -> Result<()> {
+        let manifest = self.catalog.reload().await?;
+        if self.registrations().version == manifest.version {
+            return Ok(());
+        }
+        for entry in &manifest.views {
+            let current = self.registrations().ids.get(&entry.name).cloned();
+            if current.as_ref() != Some(&entry.id) {
+                self.register_view(entry)?;
+            }
+        }
+        let gone: Vec<QualifiedName> = self
+            .registrations()
+            .ids
+            .keys()
+            .filter(|name| manifest.view(name).is_none())
+            .cloned()
+            .collect();
+        for name in gone {
+            self.deregister(&name)?;
+        }
+        self.registrations().version = manifest.version;
         Ok(())
     }
 
@@ -731,9 +811,13 @@ impl MatviewSession {
         })
     }
 
+    /// Cleanup after a commit is best effort: the statement has committed,
+    /// and whatever is left is removed by a later cleanup.
     async fn after_commit(&self) -> Result<()> {
-        if self.options.cleanup_after_commit {
-            self.catalog.cleanup(false).await?;
+        if self.options.cleanup_after_commit
+            && let Err(e) = self.catalog.cleanup(false).await
+        {
+            log::warn!("cleanup after commit failed (a later cleanup retries): {e}");
         }
         Ok(())
     }

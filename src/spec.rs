@@ -27,6 +27,21 @@ pub const META_SNAPSHOT: &str = "datafusion_matview.snapshot";
 /// See [`META_VIEW`].
 pub const META_DEFINITION: &str = "datafusion_matview.definition";
 
+/// File name of the marker written into a snapshot's directory once all its
+/// data files are complete (before the commit that references them).
+pub const SNAPSHOT_MARKER: &str = "_snapshot.json";
+
+/// Content of a snapshot's marker: enough to rebuild the view's manifest
+/// entry if the manifest log is lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotMarker {
+    /// The view as it was when the snapshot was written (its `snapshot`
+    /// field is the previous one, or none).
+    pub view: ViewEntry,
+    /// The snapshot this directory holds.
+    pub snapshot: Snapshot,
+}
+
 /// A fully qualified relation name: `catalog.schema.name`, case preserved.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct QualifiedName {

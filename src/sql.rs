@@ -70,6 +70,9 @@ pub enum Statement {
         /// The LIKE pattern.
         like: Option<String>,
     },
+    /// `VACUUM MATERIALIZED VIEWS`: remove what the retention window no
+    /// longer protects, now.
+    Vacuum,
     /// Every other statement, for DataFusion.
     DataFusion(Box<DFStatement>),
 }
@@ -223,6 +226,12 @@ fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> 
         let name = parser.parser.parse_object_name(false)?;
         let full = parser.parser.parse_keyword(Keyword::FULL);
         return Ok(Statement::Refresh(RefreshMaterializedView { name, full }));
+    }
+    if parser
+        .parser
+        .parse_keywords(&[Keyword::VACUUM, Keyword::MATERIALIZED, Keyword::VIEWS])
+    {
+        return Ok(Statement::Vacuum);
     }
     if let Token::Word(w) = parser.parser.peek_token().token
         && w.keyword == Keyword::REFRESH
@@ -436,6 +445,7 @@ mod tests {
             one("show materialized views"),
             Statement::Show { like: None }
         );
+        assert_eq!(one("VACUUM MATERIALIZED VIEWS"), Statement::Vacuum);
     }
 
     #[test]

@@ -1,0 +1,309 @@
+//! The DataFusion session dfmv runs in, set up as `datafusion-cli` sets up
+//! its own, and the object stores that remote locations need.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use datafusion::common::config::ConfigNonZeroUsize;
+use datafusion::common::{exec_datafusion_err, exec_err};
+use datafusion::config::ConfigOptions;
+use datafusion::datasource::listing::ListingTableUrl;
+use datafusion::error::Result;
+use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+use datafusion::execution::memory_pool::{
+    FairSpillPool, GreedyMemoryPool, MemoryPool, TrackConsumersPool,
+};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::logical_expr::{DdlStatement, ExplainFormat, LogicalPlan};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use datafusion::sql::sqlparser::ast::Value;
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use datafusion_cli::catalog::DynamicObjectStoreCatalog;
+use datafusion_cli::cli_context::CliSessionContext;
+use datafusion_cli::functions::{
+    ListFilesCacheFunc, MetadataCacheFunc, ParquetMetadataFunc, StatisticsCacheFunc,
+};
+use datafusion_cli::object_storage::instrumented::{
+    InstrumentedObjectStoreMode, InstrumentedObjectStoreRegistry,
+};
+use datafusion_cli::object_storage::{
+    AwsOptions, GcpOptions, StdinCarriesCommands, get_cos_object_store_builder,
+    get_gcs_object_store_builder, get_oss_object_store_builder, get_s3_object_store_builder,
+};
+use datafusion_cli::pool_type::PoolType;
+use datafusion_matview::MatviewSession;
+use datafusion_matview::spec::{RelationEntry, RelationKind};
+use object_store::ObjectStore;
+
+/// The command-line settings that shape the session.
+pub struct Setup {
+    pub batch_size: Option<usize>,
+    pub memory_limit: Option<usize>,
+    pub mem_pool_type: PoolType,
+    pub top_memory_consumers: usize,
+    pub disk_limit: Option<usize>,
+    pub object_store_profiling: InstrumentedObjectStoreMode,
+    pub stdin_carries_commands: bool,
+}
+
+/// A session context configured like `datafusion-cli`'s: options from the
+/// environment, tree EXPLAIN, `NULL` shown as NULL, information_schema,
+/// memory pool and disk limits, instrumented object stores, URL tables
+/// with stores registered on demand, and its table functions.
+pub async fn create_context(
+    setup: &Setup,
+) -> Result<(SessionContext, Arc<InstrumentedObjectStoreRegistry>)> {
+    let mut options = ConfigOptions::from_env()?;
+    if let Some(batch_size) = setup.batch_size {
+        options.execution.batch_size = ConfigNonZeroUsize::try_new(batch_size)?;
+    }
+    if std::env::var_os("DATAFUSION_EXPLAIN_FORMAT").is_none() {
+        options.explain.format = ExplainFormat::Tree;
+    }
+    if std::env::var_os("DATAFUSION_FORMAT_NULL").is_none() {
+        options.format.null = "NULL".to_owned();
+    }
+    let mut config = SessionConfig::from(options).with_information_schema(true);
+    if setup.stdin_carries_commands {
+        config = config.with_extension(Arc::new(StdinCarriesCommands));
+    }
+
+    let mut runtime = RuntimeEnvBuilder::new();
+    if let Some(limit) = setup.memory_limit {
+        let top = NonZeroUsize::new(setup.top_memory_consumers);
+        let pool: Arc<dyn MemoryPool> = match (&setup.mem_pool_type, top) {
+            (PoolType::Fair, None) => Arc::new(FairSpillPool::new(limit)),
+            (PoolType::Fair, Some(top)) => {
+                Arc::new(TrackConsumersPool::new(FairSpillPool::new(limit), top))
+            }
+            (PoolType::Greedy, None) => Arc::new(GreedyMemoryPool::new(limit)),
+            (PoolType::Greedy, Some(top)) => {
+                Arc::new(TrackConsumersPool::new(GreedyMemoryPool::new(limit), top))
+            }
+        };
+        runtime = runtime.with_memory_pool(pool);
+    }
+    if let Some(limit) = setup.disk_limit {
+        runtime = runtime.with_disk_manager_builder(
+            DiskManagerBuilder::default()
+                .with_mode(DiskManagerMode::OsTmpDirectory)
+                .with_max_temp_directory_size(limit as u64),
+        );
+    }
+    let registry = Arc::new(
+        InstrumentedObjectStoreRegistry::new().with_profile_mode(setup.object_store_profiling),
+    );
+    runtime = runtime.with_object_store_registry(Arc::clone(&registry) as _);
+
+    let ctx = SessionContext::new_with_config_rt(config, runtime.build_arc()?).enable_url_table();
+    ctx.refresh_catalogs().await?;
+    ctx.register_catalog_list(Arc::new(DynamicObjectStoreCatalog::new(
+        ctx.state().catalog_list().clone(),
+        ctx.state_weak_ref(),
+    )));
+    let cache = ctx.task_ctx().runtime_env().cache_manager.clone();
+    ctx.register_udtf("parquet_metadata", Arc::new(ParquetMetadataFunc {}));
+    ctx.register_udtf(
+        "metadata_cache",
+        Arc::new(MetadataCacheFunc::new(Arc::clone(&cache))),
+    );
+    ctx.register_udtf(
+        "statistics_cache",
+        Arc::new(StatisticsCacheFunc::new(Arc::clone(&cache))),
+    );
+    ctx.register_udtf("list_files_cache", Arc::new(ListFilesCacheFunc::new(cache)));
+    Ok((ctx, registry))
+}
+
+/// Whether `location` is in a store dfmv has to build (not a local path).
+pub fn is_remote(location: &str) -> bool {
+    match location.split_once("://") {
+        Some((scheme, _)) => !scheme.eq_ignore_ascii_case("file"),
+        None => false,
+    }
+}
+
+/// Registers the object store for a location of the catalog (default
+/// credentials from the environment, as for a URL in a query).
+pub async fn register_store_for_location(ctx: &SessionContext, location: &str) -> Result<()> {
+    if is_remote(location) && !location.starts_with("memory://") {
+        register_store(ctx, location, &HashMap::new()).await?;
+    }
+    Ok(())
+}
+
+/// Registers the object store that `location` needs, built from the
+/// `aws.*` / `gcp.*` options of the statement naming it (the rest from the
+/// environment), with `datafusion-cli`'s builders. Local paths need none.
+pub async fn register_store(
+    ctx: &SessionContext,
+    location: &str,
+    options: &HashMap<String, String>,
+) -> Result<()> {
+    if !is_remote(location) {
+        return Ok(());
+    }
+    let table_url = ListingTableUrl::parse(location)?;
+    let scheme = table_url.scheme().to_owned();
+    let url = table_url.as_ref();
+    CliSessionContext::register_table_options_extension_from_scheme(ctx, &scheme);
+    let mut table_options = ctx.state().default_table_options();
+    let store_options: HashMap<String, String> = options
+        .iter()
+        .filter(|(k, _)| {
+            let k = k.to_ascii_lowercase();
+            k.starts_with("aws.") || k.starts_with("gcp.")
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    table_options.alter_with_string_hash_map(&store_options)?;
+    let aws = || {
+        table_options
+            .extensions
+            .get::<AwsOptions>()
+            .ok_or_else(|| exec_datafusion_err!("options incompatible with the '{scheme}' scheme"))
+    };
+    let store: Arc<dyn ObjectStore> = match scheme.as_str() {
+        "s3" => Arc::new(
+            get_s3_object_store_builder(url, aws()?, false)
+                .await?
+                .build()?,
+        ),
+        "oss" => Arc::new(get_oss_object_store_builder(url, aws()?)?.build()?),
+        "cos" => Arc::new(get_cos_object_store_builder(url, aws()?)?.build()?),
+        "gs" | "gcs" => {
+            let Some(gcp) = table_options.extensions.get::<GcpOptions>() else {
+                return exec_err!("options incompatible with the '{scheme}' scheme");
+            };
+            Arc::new(get_gcs_object_store_builder(url, gcp)?.build()?)
+        }
+        "http" | "https" => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_client_options(object_store::ClientOptions::new().with_allow_http(true))
+                .with_url(url.origin().ascii_serialization())
+                .build()?,
+        ),
+        // Anything else is either registered already (memory://, stores a
+        // rc file registered) or unknown, which the statement will report.
+        _ => return Ok(()),
+    };
+    ctx.register_object_store(url, store);
+    Ok(())
+}
+
+/// `OPTIONS (...)` of a statement as strings.
+pub fn options_map(options: &[(String, Value)]) -> HashMap<String, String> {
+    options
+        .iter()
+        .map(|(k, v)| {
+            let value = match v {
+                Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (k.clone(), value)
+        })
+        .collect()
+}
+
+/// Registers the stores a statement writes to or reads from, as
+/// `datafusion-cli` does before it runs `CREATE EXTERNAL TABLE` or `COPY`.
+pub async fn prepare_stores(ctx: &SessionContext, statement: &DFStatement) -> Result<()> {
+    match statement {
+        DFStatement::CreateExternalTable(create) => {
+            let options = options_map(&create.options);
+            for location in &create.locations {
+                register_store(ctx, location, &options).await?;
+            }
+        }
+        DFStatement::CopyTo(copy) => {
+            register_store(ctx, &copy.target, &options_map(&copy.options)).await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The library restores remembered tables when the catalog opens, before
+/// dfmv could register the object stores of remote ones; those (and the
+/// views over them) are restored here. Returns the warnings that remain.
+pub async fn restore_remote_relations(session: &MatviewSession) -> Vec<String> {
+    let mut warnings = session.warnings().to_vec();
+    if warnings.is_empty() {
+        return warnings;
+    }
+    let ctx = session.context();
+    let (catalog, schema) = defaults(ctx);
+    let manifest = session.catalog().current();
+    for relation in &manifest.relations {
+        let kind = match relation.kind {
+            RelationKind::ExternalTable => "table",
+            RelationKind::View => "view",
+        };
+        let prefix = format!(
+            "could not restore {kind} {}: ",
+            relation.name.short(&catalog, &schema)
+        );
+        if !warnings.iter().any(|w| w.starts_with(&prefix)) {
+            continue;
+        }
+        if let Ok(true) = restore(ctx, relation).await {
+            warnings.retain(|w| !w.starts_with(&prefix));
+        }
+    }
+    warnings
+}
+
+/// Re-creates one remembered relation after registering its stores;
+/// `Ok(false)` when it has nothing remote to register.
+async fn restore(ctx: &SessionContext, relation: &RelationEntry) -> Result<bool> {
+    let state = ctx.state();
+    let dialect_name = state.config().options().sql_parser.dialect;
+    let dialect = dialect_from_str(dialect_name)
+        .ok_or_else(|| exec_datafusion_err!("unsupported SQL dialect {dialect_name}"))?;
+    let statements = DFParser::parse_sql_with_dialect(&relation.sql, dialect.as_ref())?;
+    if let Some(DFStatement::CreateExternalTable(create)) = statements.front() {
+        if !create.locations.iter().any(|l| is_remote(l)) {
+            return Ok(false);
+        }
+        prepare_stores(ctx, statements.front().expect("checked")).await?;
+    }
+    let mut state = state;
+    let options = state.config_mut().options_mut();
+    options.catalog.default_catalog = relation.default_catalog.clone();
+    options.catalog.default_schema = relation.default_schema.clone();
+    let plan = match state.create_logical_plan(&relation.sql).await? {
+        LogicalPlan::Ddl(DdlStatement::CreateExternalTable(mut create)) => {
+            create.name = relation.name.to_table_reference();
+            LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create))
+        }
+        LogicalPlan::Ddl(DdlStatement::CreateView(mut create)) => {
+            create.name = relation.name.to_table_reference();
+            LogicalPlan::Ddl(DdlStatement::CreateView(create))
+        }
+        _ => return Ok(false),
+    };
+    ctx.execute_logical_plan(plan).await?;
+    Ok(true)
+}
+
+/// The session's default catalog and schema.
+pub fn defaults(ctx: &SessionContext) -> (String, String) {
+    let state = ctx.state();
+    let options = state.config().options();
+    (
+        options.catalog.default_catalog.clone(),
+        options.catalog.default_schema.clone(),
+    )
+}
+
+/// The session's SQL dialect and parser recursion limit.
+pub fn parser_settings(ctx: &SessionContext) -> (String, usize) {
+    let state = ctx.state();
+    let options = state.config().options();
+    (
+        options.sql_parser.dialect.as_ref().to_owned(),
+        options.sql_parser.recursion_limit.get(),
+    )
+}

@@ -1,0 +1,505 @@
+//! Running statements and backslash commands, and printing what they
+//! return as `datafusion-cli` prints it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::sync::Arc;
+use std::time::Instant;
+
+use datafusion::arrow::array::{RecordBatch, StringArray};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::dataframe::DataFrame;
+use datafusion::execution::memory_pool::MemoryConsumer;
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::physical_plan::execution_plan::EmissionType;
+use datafusion::physical_plan::spill::get_record_batch_memory_size;
+use datafusion::physical_plan::{ExecutionPlanProperties, execute_stream};
+use datafusion::sql::parser::Statement as DFStatement;
+use datafusion::sql::planner::object_name_to_table_reference;
+use datafusion::sql::sqlparser::ast::{ObjectName, Statement as SQLStatement};
+use datafusion_cli::command::{Command, OutputFormat};
+use datafusion_cli::print_format::PrintFormat;
+use datafusion_cli::print_options::{MaxRows, PrintOptions};
+use datafusion_matview::MatviewSession;
+use datafusion_matview::spec::QualifiedName;
+use datafusion_matview::sql::{
+    CreateMaterializedView, RefreshMaterializedView, Statement, parse_sql_with_text,
+};
+use futures::StreamExt;
+
+use crate::context;
+use crate::display;
+use crate::progress::ProgressBars;
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T, E = BoxError> = std::result::Result<T, E>;
+
+/// Views larger than this get a warning after CREATE and REFRESH
+/// (`DFMV_WARN_VIEW_SIZE`, e.g. `512m`, overrides it).
+const DEFAULT_WARN_VIEW_SIZE: u64 = 1 << 30;
+
+/// What dfmv runs statements with.
+pub struct App {
+    pub session: MatviewSession,
+    pub progress: Arc<ProgressBars>,
+    /// stdout is a terminal.
+    pub interactive: bool,
+}
+
+impl App {
+    /// Shows the progress indicator only on a terminal and when not quiet.
+    pub fn follow_quiet(&self, print_options: &PrintOptions) {
+        self.progress
+            .set_enabled(self.interactive && !print_options.quiet);
+    }
+}
+
+/// Whether to go on after a backslash command.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Quit,
+}
+
+/// One `-c` argument: SQL (one or more statements) or a backslash command.
+pub async fn exec_command(
+    app: &App,
+    print_options: &mut PrintOptions,
+    command: &str,
+) -> Result<Flow> {
+    let trimmed = command.trim();
+    if trimmed.starts_with('\\') {
+        return backslash(app, print_options, trimmed).await;
+    }
+    exec_sql(app, print_options, command).await?;
+    Ok(Flow::Continue)
+}
+
+/// Runs a script file, as `datafusion-cli -f` does: statements end at a
+/// line ending with `;`, lines starting with `--` or `#!` are skipped,
+/// and a line starting with `\` (between statements) is a backslash
+/// command. Every error is printed to stderr and the script goes on;
+/// returns false when anything failed.
+pub async fn exec_file(app: &App, print_options: &mut PrintOptions, path: &str) -> bool {
+    match File::open(path) {
+        Ok(file) => exec_lines(app, print_options, BufReader::new(file)).await,
+        Err(e) => {
+            eprintln!("Error: cannot open {path}: {e}");
+            false
+        }
+    }
+}
+
+/// [`exec_file`] over any reader.
+pub async fn exec_lines(app: &App, print_options: &mut PrintOptions, reader: impl BufRead) -> bool {
+    let mut ok = true;
+    let mut query = String::new();
+    for line in reader.lines() {
+        let line = match line {
+            Ok(line) => line,
+            Err(e) => {
+                eprintln!("Error: {e}");
+                ok = false;
+                break;
+            }
+        };
+        if line.starts_with("#!") || line.starts_with("--") {
+            continue;
+        }
+        if query.trim().is_empty() && line.trim_start().starts_with('\\') {
+            query.clear();
+            match backslash(app, print_options, line.trim()).await {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Quit) => return ok,
+                Err(e) => {
+                    eprintln!("Error: {e}");
+                    ok = false;
+                }
+            }
+            continue;
+        }
+        let line = line.trim_end();
+        query.push_str(line);
+        if line.ends_with(';') {
+            if let Err(e) = exec_sql(app, print_options, &query).await {
+                eprintln!("Error: {e}");
+                ok = false;
+            }
+            query.clear();
+        } else {
+            query.push('\n');
+        }
+    }
+    if !query.trim().is_empty()
+        && let Err(e) = exec_sql(app, print_options, &query).await
+    {
+        eprintln!("Error: {e}");
+        ok = false;
+    }
+    ok
+}
+
+/// Parses `sql` (DataFusion's statements and the materialized-view ones)
+/// and runs each statement, printing its result; stops at the first error.
+pub async fn exec_sql(app: &App, print_options: &PrintOptions, sql: &str) -> Result<()> {
+    let (dialect, recursion_limit) = context::parser_settings(app.session.context());
+    let statements = parse_sql_with_text(sql, &dialect, recursion_limit)?;
+    for (statement, text) in statements {
+        exec_statement(app, print_options, statement, &text).await?;
+    }
+    Ok(())
+}
+
+async fn exec_statement(
+    app: &App,
+    print_options: &PrintOptions,
+    statement: Statement,
+    text: &str,
+) -> Result<()> {
+    let started = Instant::now();
+    let session = &app.session;
+    match statement {
+        Statement::Create(create) => create_view(app, print_options, &create, started).await,
+        Statement::Refresh(refresh) => refresh_view(app, print_options, &refresh, started).await,
+        statement @ Statement::Show { .. } => {
+            let df = session.execute(statement).await?;
+            let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+            let mut batches = df.collect().await?;
+            if batches.is_empty() {
+                batches.push(RecordBatch::new_empty(schema));
+            }
+            let (schema, batches) = display::humanize_show(&batches)?;
+            print_batches(app, print_options, schema, &batches, started)
+        }
+        statement @ Statement::Drop(_) => {
+            let df = session.execute(statement).await?;
+            print_dataframe(app, print_options, df, started, false).await
+        }
+        Statement::DataFusion(statement) => {
+            context::prepare_stores(session.context(), &statement).await?;
+            // SHOW / SHOW ALL print every setting, whatever --maxrows says.
+            let all_rows = matches!(
+                statement.as_ref(),
+                DFStatement::Statement(s) if matches!(s.as_ref(), SQLStatement::ShowVariable { .. })
+            );
+            // Through sql() so that a remembered CREATE EXTERNAL TABLE /
+            // CREATE VIEW keeps the text as written.
+            let df = session.sql(text).await?;
+            print_dataframe(app, print_options, df, started, all_rows).await
+        }
+    }
+}
+
+/// Runs a DataFrame and prints it as `datafusion-cli` does: bounded
+/// results collected (at most `--maxrows` kept) and printed as a table by
+/// default, unbounded ones streamed.
+pub async fn print_dataframe(
+    app: &App,
+    print_options: &PrintOptions,
+    df: DataFrame,
+    started: Instant,
+    all_rows: bool,
+) -> Result<()> {
+    let mut options = print_options.clone();
+    if all_rows
+        || matches!(
+            df.logical_plan(),
+            LogicalPlan::Explain(_) | LogicalPlan::DescribeTable(_) | LogicalPlan::Analyze(_)
+        )
+    {
+        options.maxrows = MaxRows::Unlimited;
+    }
+    let physical = df.create_physical_plan().await?;
+    let task_ctx = app.session.context().task_ctx();
+    let format = task_ctx.session_config().options().format.clone();
+    if physical.boundedness().is_unbounded() {
+        if physical.pipeline_behavior() == EmissionType::Final {
+            return Err("The given query can generate a valid result only once \
+                the source finishes, but the source is unbounded"
+                .into());
+        }
+        let stream = execute_stream(physical, Arc::clone(&task_ctx))?;
+        options.print_stream(stream, started, &format).await?;
+        return Ok(());
+    }
+    let schema = physical.schema();
+    let mut stream = execute_stream(physical, Arc::clone(&task_ctx))?;
+    let reservation = MemoryConsumer::new("dfmv").register(task_ctx.memory_pool());
+    let max_rows = match options.maxrows {
+        MaxRows::Unlimited => usize::MAX,
+        MaxRows::Limited(n) => n,
+    };
+    let mut results = vec![];
+    let mut row_count = 0_usize;
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        let rows = batch.num_rows();
+        if row_count < max_rows.saturating_add(rows) {
+            reservation.try_grow(get_record_batch_memory_size(&batch))?;
+            results.push(batch);
+        }
+        row_count += rows;
+    }
+    if options.format == PrintFormat::Automatic {
+        options.format = PrintFormat::Table;
+    }
+    options.print_batches(schema, &results, started, row_count, &format)?;
+    reservation.free();
+    Ok(())
+}
+
+/// Prints batches made by dfmv itself (SHOW MATERIALIZED VIEWS, `\dm`, `\?`).
+fn print_batches(
+    app: &App,
+    print_options: &PrintOptions,
+    schema: SchemaRef,
+    batches: &[RecordBatch],
+    started: Instant,
+) -> Result<()> {
+    let mut options = print_options.clone();
+    if options.format == PrintFormat::Automatic {
+        options.format = PrintFormat::Table;
+    }
+    let rows = batches.iter().map(RecordBatch::num_rows).sum();
+    let task_ctx = app.session.context().task_ctx();
+    let format = &task_ctx.session_config().options().format;
+    options.print_batches(schema, batches, started, rows, format)?;
+    Ok(())
+}
+
+/// The fully qualified name a statement's object name means now.
+pub fn qualify(session: &MatviewSession, name: &ObjectName) -> Result<QualifiedName> {
+    let ctx = session.context();
+    let normalize = ctx
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .enable_ident_normalization;
+    let (catalog, schema) = context::defaults(ctx);
+    let reference = object_name_to_table_reference(name.clone(), normalize)?;
+    Ok(reference.resolve(&catalog, &schema).into())
+}
+
+/// The name as messages show it (as short as the defaults allow).
+fn short(session: &MatviewSession, name: &QualifiedName) -> String {
+    let (catalog, schema) = context::defaults(session.context());
+    name.short(&catalog, &schema)
+}
+
+async fn create_view(
+    app: &App,
+    print_options: &PrintOptions,
+    create: &CreateMaterializedView,
+    started: Instant,
+) -> Result<()> {
+    let session = &app.session;
+    let name = qualify(session, &create.name)?;
+    let display = short(session, &name);
+    let before = session
+        .catalog()
+        .current()
+        .view(&name)
+        .map(|v| v.id.clone());
+    let result = session.execute(Statement::Create(create.clone())).await;
+    app.progress.clear();
+    result?;
+    let manifest = session.catalog().current();
+    let created = manifest
+        .view(&name)
+        .filter(|v| Some(&v.id) != before.as_ref());
+    let Some(view) = created else {
+        // IF NOT EXISTS and something of that name was there.
+        if !print_options.quiet {
+            eprintln!("NOTICE: relation \"{display}\" already exists, skipping");
+        }
+        return Ok(());
+    };
+    match &view.snapshot {
+        Some(snapshot) => {
+            if !print_options.quiet {
+                println!(
+                    "CREATE MATERIALIZED VIEW {display}: full, {} written in {:.2} s",
+                    display::rows(snapshot.row_count),
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            warn_if_large(&display, snapshot.size_bytes);
+        }
+        None => {
+            if !print_options.quiet {
+                println!(
+                    "CREATE MATERIALIZED VIEW {display}: not populated (WITH NO DATA); use REFRESH MATERIALIZED VIEW {display}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn refresh_view(
+    app: &App,
+    print_options: &PrintOptions,
+    refresh: &RefreshMaterializedView,
+    started: Instant,
+) -> Result<()> {
+    let session = &app.session;
+    let result = session.refresh(refresh).await;
+    app.progress.clear();
+    let outcome = result?;
+    if !print_options.quiet {
+        println!(
+            "REFRESH MATERIALIZED VIEW {}: {}, {} written in {:.2} s",
+            outcome.view,
+            outcome.mode,
+            display::rows(outcome.rows_written),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let name = qualify(session, &refresh.name)?;
+    if let Some(snapshot) = session
+        .catalog()
+        .current()
+        .view(&name)
+        .and_then(|v| v.snapshot.clone())
+    {
+        warn_if_large(&outcome.view, snapshot.size_bytes);
+    }
+    Ok(())
+}
+
+/// Warns on stderr when a view's data is larger than the threshold.
+fn warn_if_large(view: &str, size_bytes: u64) {
+    let threshold = std::env::var("DFMV_WARN_VIEW_SIZE")
+        .ok()
+        .and_then(|s| display::parse_size(&s, "size").ok())
+        .map_or(DEFAULT_WARN_VIEW_SIZE, |n| n as u64);
+    if size_bytes > threshold {
+        eprintln!(
+            "Warning: materialized view {view} holds {} of data (more than {})",
+            display::human_size(size_bytes),
+            display::human_size(threshold)
+        );
+    }
+}
+
+/// Runs a backslash command: dfmv's own (`\dm`, `\i`, `\adopt`, `\?`) or
+/// one of `datafusion-cli`'s.
+pub async fn backslash(app: &App, print_options: &mut PrintOptions, line: &str) -> Result<Flow> {
+    let command = line.split_whitespace().collect::<Vec<_>>().join(" ");
+    let body = command.strip_prefix('\\').unwrap_or(&command);
+    let (name, arg) = match body.split_once(' ') {
+        Some((name, arg)) => (name, Some(arg)),
+        None => (body, None),
+    };
+    let started = Instant::now();
+    match (name, arg) {
+        ("dm" | "dm+", pattern) => {
+            list_views(app, print_options, pattern, started).await?;
+        }
+        ("i", Some(file)) => {
+            // Boxed: a file can include files.
+            if !Box::pin(exec_file(app, print_options, file)).await {
+                return Err(format!("{file} did not run cleanly").into());
+            }
+        }
+        ("i", None) => return Err("Required filename argument is missing".into()),
+        ("adopt", Some(dir)) => {
+            let dir = std::path::absolute(dir)?;
+            if !crate::adopt::adopt(app, &dir, print_options).await? {
+                return Err(format!("not everything in {} was adopted", dir.display()).into());
+            }
+        }
+        ("adopt", None) => return Err("Required folder argument is missing".into()),
+        ("?", None) => {
+            let batch = help();
+            print_batches(app, print_options, batch.schema(), &[batch], started)?;
+        }
+        _ => match body.parse::<Command>() {
+            Ok(Command::Quit) => return Ok(Flow::Quit),
+            Ok(Command::OutputFormat(None)) => {
+                println!("Output format is {:?}.", print_options.format);
+            }
+            Ok(Command::OutputFormat(Some(setting))) => match setting.parse::<OutputFormat>() {
+                Ok(format) => format.execute(print_options)?,
+                Err(()) => return Err(not_a_command(body)),
+            },
+            Ok(command) => {
+                command
+                    .execute(app.session.context(), print_options)
+                    .await?;
+                app.follow_quiet(print_options);
+            }
+            Err(()) => return Err(not_a_command(body)),
+        },
+    }
+    Ok(Flow::Continue)
+}
+
+fn not_a_command(body: &str) -> BoxError {
+    format!("'\\{body}' is not a valid command, you can use '\\?' to see all commands").into()
+}
+
+/// `\dm [pattern]`.
+async fn list_views(
+    app: &App,
+    print_options: &PrintOptions,
+    pattern: Option<&str>,
+    started: Instant,
+) -> Result<()> {
+    let manifest = app.session.catalog().reload().await?;
+    let (default_catalog, _) = context::defaults(app.session.context());
+    let parsed = pattern.map(display::Pattern::parse);
+    let batch = display::list_views(
+        &manifest,
+        parsed.as_ref(),
+        &default_catalog,
+        chrono::Utc::now(),
+    );
+    if batch.num_rows() == 0 {
+        if !print_options.quiet {
+            match pattern {
+                Some(p) => eprintln!("Did not find any materialized view named \"{p}\"."),
+                None => eprintln!("Did not find any materialized views."),
+            }
+        }
+        return Ok(());
+    }
+    print_batches(app, print_options, batch.schema(), &[batch], started)
+}
+
+/// The table of `\?`.
+fn help() -> RecordBatch {
+    let commands: [(&str, &str); 13] = [
+        ("\\d", "list tables"),
+        ("\\d name", "describe table"),
+        (
+            "\\dm [pattern]",
+            "list materialized views (pattern: * and ? wildcards)",
+        ),
+        ("\\q", "quit dfmv"),
+        ("\\?", "help"),
+        ("\\i filename", "run the statements of a file"),
+        (
+            "\\adopt folder",
+            "adopt a state.sql + views/manifest.json folder",
+        ),
+        ("\\h", "function list"),
+        ("\\h function", "search function"),
+        ("\\quiet (true|false)?", "print or set quiet mode"),
+        ("\\pset [NAME [VALUE]]", "set table output option\n(format)"),
+        (
+            "\\object_store_profiling (disabled|summary|trace)",
+            "print or set object store profile mode",
+        ),
+        ("Ctrl-C", "cancel the running statement"),
+    ];
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("Command", DataType::Utf8, false),
+        Field::new("Description", DataType::Utf8, false),
+    ]));
+    let names = StringArray::from_iter_values(commands.iter().map(|c| c.0));
+    let descriptions = StringArray::from_iter_values(commands.iter().map(|c| c.1));
+    RecordBatch::try_new(schema, vec![Arc::new(names), Arc::new(descriptions)])
+        .expect("columns match the schema")
+}

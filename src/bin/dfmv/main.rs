@@ -1,0 +1,343 @@
+//! `dfmv`: `datafusion-cli` with materialized views and a persistent catalog.
+//!
+//! Everything `datafusion-cli` does (the same flags, prompt, backslash
+//! commands, output formats and object stores, through the
+//! `datafusion-cli` library), plus `CREATE` / `REFRESH` / `DROP` / `SHOW
+//! MATERIALIZED VIEWS`, `\dm`, a catalog that remembers views, external
+//! tables and plain views between runs, and `dfmv adopt DIR` for folders
+//! made the old way (`state.sql` + `views/manifest.json`).
+
+mod adopt;
+mod context;
+mod display;
+mod exec;
+mod progress;
+mod repl;
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use datafusion_cli::DATAFUSION_CLI_VERSION;
+use datafusion_cli::object_storage::instrumented::InstrumentedObjectStoreMode;
+use datafusion_cli::pool_type::PoolType;
+use datafusion_cli::print_format::PrintFormat;
+use datafusion_cli::print_options::{MaxRows, PrintOptions};
+use datafusion_matview::{MatviewOptions, MatviewSession};
+
+use crate::exec::{App, BoxError};
+use crate::progress::ProgressBars;
+
+/// Default catalog location: a folder in the current directory.
+const DEFAULT_CATALOG: &str = ".dfmv";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dfmv",
+    version,
+    about = "DataFusion CLI with materialized views and a persistent catalog",
+    long_about = None,
+    args_conflicts_with_subcommands = true
+)]
+struct Args {
+    /// Where views and remembered tables are kept: a folder or an object
+    /// store URL (file://, s3://, gs://, ...). Created on first use.
+    #[arg(long, env = "DFMV_CATALOG", default_value = DEFAULT_CATALOG, global = true)]
+    catalog: String,
+
+    #[arg(
+        short = 'p',
+        long,
+        help = "Path to your data, default to current directory",
+        value_parser(parse_valid_data_dir)
+    )]
+    data_path: Option<String>,
+
+    #[arg(
+        short = 'b',
+        long,
+        help = "The batch size of each query, or use DataFusion default",
+        value_parser(parse_batch_size)
+    )]
+    batch_size: Option<usize>,
+
+    #[arg(
+        short = 'c',
+        long,
+        num_args = 0..,
+        help = "Execute the given command string(s), then exit. Commands are expected to be non empty.",
+        value_parser(parse_command)
+    )]
+    command: Vec<String>,
+
+    #[arg(
+        short = 'm',
+        long,
+        help = "The memory pool limitation (e.g. '10g'), default to None (no limit)",
+        value_parser(parse_memory_limit)
+    )]
+    memory_limit: Option<usize>,
+
+    #[arg(
+        short,
+        long,
+        num_args = 0..,
+        help = "Execute commands from file(s), then exit",
+        value_parser(parse_valid_file)
+    )]
+    file: Vec<String>,
+
+    #[arg(
+        short = 'r',
+        long,
+        num_args = 0..,
+        help = "Run the provided files on startup instead of ~/.datafusionrc",
+        value_parser(parse_valid_file),
+        conflicts_with = "file"
+    )]
+    rc: Option<Vec<String>>,
+
+    #[arg(long, value_enum, default_value_t = PrintFormat::Automatic)]
+    format: PrintFormat,
+
+    #[arg(
+        short,
+        long,
+        global = true,
+        help = "Reduce printing other than the results and work quietly"
+    )]
+    quiet: bool,
+
+    #[arg(
+        long,
+        help = "Specify the memory pool type 'greedy' or 'fair'",
+        default_value_t = PoolType::Greedy
+    )]
+    mem_pool_type: PoolType,
+
+    #[arg(
+        long,
+        help = "The number of top memory consumers to display when query fails due to memory exhaustion. To disable memory consumer tracking, set this value to 0",
+        default_value = "3"
+    )]
+    top_memory_consumers: usize,
+
+    #[arg(
+        long,
+        help = "The max number of rows to display for 'Table' format\n[possible values: numbers(0/10/...), inf(no limit)]",
+        default_value = "40"
+    )]
+    maxrows: MaxRows,
+
+    #[arg(long, help = "Enables console syntax highlighting")]
+    color: bool,
+
+    #[arg(
+        short = 'd',
+        long,
+        help = "Available disk space for spilling queries (e.g. '10g'), default to None (uses DataFusion's default value of '100g')",
+        value_parser(parse_disk_limit)
+    )]
+    disk_limit: Option<usize>,
+
+    #[arg(
+        long,
+        help = "Specify the default object_store_profiling mode, defaults to 'disabled'.\n[possible values: disabled, summary, trace]",
+        default_value_t = InstrumentedObjectStoreMode::Disabled
+    )]
+    object_store_profiling: InstrumentedObjectStoreMode,
+
+    #[command(subcommand)]
+    subcommand: Option<Sub>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// Adopt a folder made the old way: run its state.sql, then make each
+    /// view of views/manifest.json a materialized view whose first data is
+    /// its existing Parquet files.
+    Adopt {
+        /// The folder holding state.sql and views/manifest.json.
+        dir: PathBuf,
+    },
+}
+
+impl Args {
+    /// Without -c/-f (and without a subcommand) dfmv runs the prompt.
+    fn repl_mode(&self) -> bool {
+        self.command.is_empty() && self.file.is_empty() && self.subcommand.is_none()
+    }
+
+    fn reads_sql_from_stdin(&self) -> bool {
+        self.repl_mode()
+            || self
+                .file
+                .iter()
+                .any(|f| datafusion_cli::object_storage::is_stdin_location(f))
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    env_logger::init();
+    let args = Args::parse();
+    match run(args).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            println!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs what the arguments ask; `Ok(false)` when something failed and its
+/// message has already been printed.
+async fn run(args: Args) -> Result<bool, BoxError> {
+    if !args.quiet && args.subcommand.is_none() {
+        println!(
+            "dfmv v{} (DataFusion CLI v{DATAFUSION_CLI_VERSION})",
+            env!("CARGO_PKG_VERSION")
+        );
+    }
+
+    // Paths given on the command line mean what they meant where dfmv was
+    // started, also when --data-path moves the working directory.
+    let catalog = absolute_if_local(&args.catalog);
+    let files: Vec<String> = args.file.iter().map(|f| absolute_if_local(f)).collect();
+    let rc: Option<Vec<String>> = args
+        .rc
+        .as_ref()
+        .map(|rc| rc.iter().map(|f| absolute_if_local(f)).collect());
+    let adopt_dir = match &args.subcommand {
+        Some(Sub::Adopt { dir }) => Some(std::path::absolute(dir)?),
+        None => None,
+    };
+    if let Some(path) = &args.data_path {
+        std::env::set_current_dir(Path::new(path))?;
+    }
+
+    let setup = context::Setup {
+        batch_size: args.batch_size,
+        memory_limit: args.memory_limit,
+        mem_pool_type: args.mem_pool_type.clone(),
+        top_memory_consumers: args.top_memory_consumers,
+        disk_limit: args.disk_limit,
+        object_store_profiling: args.object_store_profiling,
+        stdin_carries_commands: args.reads_sql_from_stdin(),
+    };
+    let (ctx, registry) = context::create_context(&setup).await?;
+    context::register_store_for_location(&ctx, &catalog).await?;
+
+    let options = MatviewOptions {
+        remember_relations: true,
+        ..Default::default()
+    };
+    let mut session = MatviewSession::open_with_options(ctx, &catalog, options).await?;
+    let interactive = std::io::stdout().is_terminal();
+    let progress = Arc::new(ProgressBars::new(interactive && !args.quiet));
+    session = session.with_progress_listener(Arc::clone(&progress) as _);
+    let warnings = context::restore_remote_relations(&session).await;
+    if !args.quiet {
+        for warning in warnings {
+            eprintln!("Warning: {warning}");
+        }
+    }
+
+    let mut print_options = PrintOptions {
+        format: args.format,
+        quiet: args.quiet,
+        maxrows: args.maxrows,
+        color: args.color,
+        instrumented_registry: registry,
+    };
+    let app = App {
+        session,
+        progress,
+        interactive,
+    };
+
+    if let Some(dir) = adopt_dir {
+        return adopt::adopt(&app, &dir, &print_options).await;
+    }
+
+    if args.repl_mode() {
+        let rc = match rc {
+            Some(files) => files,
+            None => dirs::home_dir()
+                .map(|home| home.join(".datafusionrc"))
+                .filter(|rc| rc.exists())
+                .and_then(|rc| rc.into_os_string().into_string().ok())
+                .into_iter()
+                .collect(),
+        };
+        for file in rc {
+            exec::exec_file(&app, &mut print_options, &file).await;
+        }
+        repl::run(&app, &mut print_options).await?;
+        return Ok(true);
+    }
+
+    let mut ok = true;
+    for file in &files {
+        ok &= exec::exec_file(&app, &mut print_options, file).await;
+    }
+    for command in args.command {
+        if let Err(e) = exec::exec_command(&app, &mut print_options, &command).await {
+            println!("Error: {e}");
+            return Ok(false);
+        }
+    }
+    Ok(ok)
+}
+
+/// A local relative path made absolute; URLs (and `-` or stdin paths) unchanged.
+fn absolute_if_local(location: &str) -> String {
+    if location.contains("://") || datafusion_cli::object_storage::is_stdin_location(location) {
+        return location.to_owned();
+    }
+    std::path::absolute(location)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| location.to_owned())
+}
+
+fn parse_valid_file(file: &str) -> Result<String, String> {
+    if Path::new(file).is_file() {
+        Ok(file.to_string())
+    } else {
+        Err(format!("Invalid file '{file}'"))
+    }
+}
+
+fn parse_valid_data_dir(dir: &str) -> Result<String, String> {
+    if Path::new(dir).is_dir() {
+        Ok(dir.to_string())
+    } else {
+        Err(format!("Invalid data directory '{dir}'"))
+    }
+}
+
+fn parse_batch_size(size: &str) -> Result<usize, String> {
+    match size.parse::<usize>() {
+        Ok(size) if size > 0 => Ok(size),
+        _ => Err(format!("Invalid batch size '{size}'")),
+    }
+}
+
+fn parse_command(command: &str) -> Result<String, String> {
+    if !command.is_empty() {
+        Ok(command.to_string())
+    } else {
+        Err("-c flag expects only non empty commands".to_string())
+    }
+}
+
+fn parse_memory_limit(size: &str) -> Result<usize, String> {
+    display::parse_size(size, "memory pool size")
+}
+
+fn parse_disk_limit(size: &str) -> Result<usize, String> {
+    display::parse_size(size, "disk limit")
+}

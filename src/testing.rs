@@ -1,0 +1,344 @@
+//! An object store wrapper for durability tests: it counts requests and can
+//! fail, or kill the whole process with `SIGKILL`, at the Nth write.
+//!
+//! Writes are every request that changes the store: `put`, each part and
+//! the completion of a multipart upload, each `delete`, `copy` and `rename`.
+//! Register it in a session in place of the real store:
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
+//! let store = InstrumentedStore::new(Arc::new(object_store::memory::InMemory::new()));
+//! store.set_fault(Some(Fault { at_write: 3, after: false, action: FaultAction::Error }));
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, UploadPart,
+};
+
+/// What happens at the faulty write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultAction {
+    /// The request fails with an I/O-like error (as on a full disk).
+    Error,
+    /// The process is killed with `SIGKILL`: no destructor, no flush.
+    Kill,
+}
+
+/// A fault at one write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// 1-based number of the write, counted from when the fault was set.
+    pub at_write: u64,
+    /// Act after the write has reached the store instead of before.
+    pub after: bool,
+    /// What to do.
+    pub action: FaultAction,
+}
+
+impl Fault {
+    /// Parses `kill-before:N`, `kill-after:N`, `error-before:N` or
+    /// `error-after:N` (the form the `DFMV_FAULT` variable takes).
+    pub fn parse(text: &str) -> Option<Self> {
+        let (kind, n) = text.split_once(':')?;
+        let at_write = n.parse().ok()?;
+        let (action, after) = match kind {
+            "kill-before" => (FaultAction::Kill, false),
+            "kill-after" => (FaultAction::Kill, true),
+            "error-before" => (FaultAction::Error, false),
+            "error-after" => (FaultAction::Error, true),
+            _ => return None,
+        };
+        Some(Self {
+            at_write,
+            after,
+            action,
+        })
+    }
+}
+
+/// Request counts of an [`InstrumentedStore`].
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Writes (see the module docs).
+    pub writes: AtomicU64,
+    /// `get` requests, including ranged reads.
+    pub gets: AtomicU64,
+    /// `head` requests.
+    pub heads: AtomicU64,
+    /// `list` requests.
+    pub lists: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    counters: Counters,
+    fault: Mutex<Option<Fault>>,
+    base: AtomicU64,
+}
+
+impl Shared {
+    fn before_write(&self, path: &Path) -> object_store::Result<u64> {
+        let n = self.counters.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        self.act(n, false, path)?;
+        Ok(n)
+    }
+
+    fn after_write(&self, n: u64, path: &Path) -> object_store::Result<()> {
+        self.act(n, true, path)
+    }
+
+    fn act(&self, n: u64, after: bool, path: &Path) -> object_store::Result<()> {
+        let fault = *self.fault.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(fault) = fault else { return Ok(()) };
+        if fault.after != after || n - self.base.load(Ordering::SeqCst) != fault.at_write {
+            return Ok(());
+        }
+        match fault.action {
+            FaultAction::Error => Err(object_store::Error::Generic {
+                store: "InstrumentedStore",
+                source: format!("injected failure at write {} ({path})", fault.at_write).into(),
+            }),
+            FaultAction::Kill => kill_self(),
+        }
+    }
+}
+
+/// Sends `SIGKILL` to this process and waits for it to land.
+fn kill_self() -> ! {
+    let _ = std::process::Command::new("kill")
+        .arg("-KILL")
+        .arg(std::process::id().to_string())
+        .status();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct InstrumentedStore {
+    inner: Arc<dyn ObjectStore>,
+    shared: Arc<Shared>,
+}
+
+impl InstrumentedStore {
+    /// Wraps `inner`, with no fault.
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            inner,
+            shared: Arc::default(),
+        }
+    }
+
+    /// Request counts so far.
+    pub fn counters(&self) -> &Counters {
+        &self.shared.counters
+    }
+
+    /// Sets (or clears) the fault; writes are counted from now on for it.
+    pub fn set_fault(&self, fault: Option<Fault>) {
+        self.shared.base.store(
+            self.shared.counters.writes.load(Ordering::SeqCst),
+            Ordering::SeqCst,
+        );
+        *self.shared.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+}
+
+impl fmt::Display for InstrumentedStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Instrumented({})", self.inner)
+    }
+}
+
+#[derive(Debug)]
+struct InstrumentedUpload {
+    inner: Box<dyn MultipartUpload>,
+    shared: Arc<Shared>,
+    path: Path,
+}
+
+#[async_trait]
+impl MultipartUpload for InstrumentedUpload {
+    fn put_part(&mut self, data: PutPayload) -> UploadPart {
+        let shared = Arc::clone(&self.shared);
+        let path = self.path.clone();
+        let n = match shared.before_write(&path) {
+            Ok(n) => n,
+            Err(e) => return Box::pin(futures::future::ready(Err(e))),
+        };
+        let part = self.inner.put_part(data);
+        Box::pin(async move {
+            part.await?;
+            shared.after_write(n, &path)
+        })
+    }
+
+    async fn complete(&mut self) -> object_store::Result<PutResult> {
+        let n = self.shared.before_write(&self.path)?;
+        let result = self.inner.complete().await?;
+        self.shared.after_write(n, &self.path)?;
+        Ok(result)
+    }
+
+    async fn abort(&mut self) -> object_store::Result<()> {
+        self.inner.abort().await
+    }
+}
+
+#[async_trait]
+impl ObjectStore for InstrumentedStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        let n = self.shared.before_write(location)?;
+        let result = self.inner.put_opts(location, payload, opts).await?;
+        self.shared.after_write(n, location)?;
+        Ok(result)
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        let inner = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(InstrumentedUpload {
+            inner,
+            shared: Arc::clone(&self.shared),
+            path: location.clone(),
+        }))
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let counter = if options.head {
+            &self.shared.counters.heads
+        } else {
+            &self.shared.counters.gets
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.shared.counters.gets.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let inner = Arc::clone(&self.inner);
+        let shared = Arc::clone(&self.shared);
+        locations
+            .then(move |location| {
+                let inner = Arc::clone(&inner);
+                let shared = Arc::clone(&shared);
+                async move {
+                    let location = location?;
+                    let n = shared.before_write(&location)?;
+                    let mut done =
+                        inner.delete_stream(futures::stream::iter([Ok(location.clone())]).boxed());
+                    while let Some(result) = done.next().await {
+                        result?;
+                    }
+                    shared.after_write(n, &location)?;
+                    Ok(location)
+                }
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.shared.counters.lists.fetch_add(1, Ordering::SeqCst);
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.shared.counters.lists.fetch_add(1, Ordering::SeqCst);
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        let n = self.shared.before_write(to)?;
+        self.inner.copy_opts(from, to, options).await?;
+        self.shared.after_write(n, to)
+    }
+
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        let n = self.shared.before_write(to)?;
+        self.inner.rename_opts(from, to, options).await?;
+        self.shared.after_write(n, to)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+    use object_store::memory::InMemory;
+
+    #[tokio::test]
+    async fn counts_and_fails_the_chosen_write() {
+        let store = InstrumentedStore::new(Arc::new(InMemory::new()));
+        store
+            .put(&Path::from("a"), PutPayload::from("1"))
+            .await
+            .unwrap();
+        store.set_fault(Some(Fault::parse("error-before:2").unwrap()));
+        store
+            .put(&Path::from("b"), PutPayload::from("2"))
+            .await
+            .unwrap();
+        let err = store
+            .put(&Path::from("c"), PutPayload::from("3"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("injected failure at write 2 (c)"),
+            "{err}"
+        );
+        assert!(store.head(&Path::from("c")).await.is_err());
+        store.set_fault(Some(Fault::parse("error-after:1").unwrap()));
+        assert!(store.delete(&Path::from("a")).await.is_err());
+        // An after-fault lets the write through.
+        assert!(store.head(&Path::from("a")).await.is_err());
+        assert_eq!(store.counters().writes.load(Ordering::SeqCst), 4);
+        assert_eq!(store.counters().heads.load(Ordering::SeqCst), 2);
+        assert_eq!(Fault::parse("explode:1"), None);
+    }
+}
