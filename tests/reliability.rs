@@ -1,0 +1,800 @@
+//! Durability under faults, with real processes:
+//!
+//! - every write of a scenario (REFRESH, CREATE, CREATE OR REPLACE, DROP,
+//!   VACUUM) is, in turn, the point where a child process is killed with
+//!   SIGKILL (before the write, and after it); plus kills at random times;
+//! - every write of a refresh fails in turn, as on a full disk;
+//! - several processes refresh, create and drop against one catalog;
+//! - a corrupt or lost manifest log is named, and rebuilt from the data.
+//!
+//! After every fault the catalog must open and every view must hold either
+//! its complete old data or its complete new data.
+//!
+//! `cargo test --test reliability` runs the short version (every
+//! deterministic kill point, a few random kills). The long version:
+//! `DFMV_CRASH_TRIALS=500 cargo test --release --test reliability -- --ignored --nocapture`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::prelude::SessionContext;
+use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
+use datafusion_matview::{Error, MatviewOptions, MatviewSession};
+
+// ---- helpers -------------------------------------------------------------
+
+fn options(retention: Duration) -> MatviewOptions {
+    MatviewOptions {
+        retention,
+        ..Default::default()
+    }
+}
+
+async fn open(catalog: &Path, retention: Duration) -> MatviewSession {
+    MatviewSession::open_with_options(
+        SessionContext::new(),
+        &catalog.display().to_string(),
+        options(retention),
+    )
+    .await
+    .unwrap()
+}
+
+/// A session whose `file://` store is instrumented.
+async fn open_instrumented(
+    catalog: &Path,
+    retention: Duration,
+) -> (MatviewSession, InstrumentedStore) {
+    let store = InstrumentedStore::new(Arc::new(object_store::local::LocalFileSystem::new()));
+    let ctx = SessionContext::new();
+    ctx.register_object_store(
+        &url::Url::parse("file://").unwrap(),
+        Arc::new(store.clone()),
+    );
+    let s =
+        MatviewSession::open_with_options(ctx, &catalog.display().to_string(), options(retention))
+            .await
+            .unwrap();
+    (s, store)
+}
+
+async fn values(s: &MatviewSession, sql: &str) -> Vec<i64> {
+    let mut out = vec![];
+    for batch in s.sql(sql).await.unwrap().collect().await.unwrap() {
+        let col = batch.column(0).as_primitive::<Int64Type>();
+        out.extend((0..col.len()).map(|i| col.value(i)));
+    }
+    out
+}
+
+fn source_sql(source: &Path) -> String {
+    format!(
+        "CREATE EXTERNAL TABLE t (x BIGINT) STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
+        source.display()
+    )
+}
+
+fn write_csv(path: &Path, range: std::ops::RangeInclusive<i64>) {
+    let mut text = String::from("x\n");
+    for x in range {
+        text.push_str(&format!("{x}\n"));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// Every file under `root`, relative to it.
+fn files_under(root: &Path) -> BTreeSet<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.insert(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    if root.exists() {
+        walk(root, root, &mut out);
+    }
+    out
+}
+
+/// Runs this test binary again as a child process, in the ignored test
+/// `child`, with `vars` in its environment.
+fn spawn_child(vars: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// The ignored test the children run: a role chosen by `DFMV_CHILD`.
+#[test]
+#[ignore = "run as a child process by the other tests"]
+fn child() {
+    let Ok(role) = std::env::var("DFMV_CHILD") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let catalog = PathBuf::from(std::env::var("DFMV_CATALOG").unwrap());
+        match role.as_str() {
+            "crash" => crash_scenario(&catalog).await,
+            "worker" => worker(&catalog).await,
+            other => panic!("unknown child role {other}"),
+        }
+    });
+}
+
+// ---- crash safety ----------------------------------------------------------
+
+/// Lays out a source and a catalog with view `a` over the first source file.
+async fn crash_setup(dir: &Path) -> (PathBuf, PathBuf) {
+    let source = dir.join("source");
+    let catalog = dir.join("catalog");
+    std::fs::create_dir_all(&source).unwrap();
+    write_csv(&source.join("1.csv"), 1..=50);
+    let s = open(&catalog, Duration::ZERO).await;
+    s.sql(&source_sql(&source)).await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW a AS SELECT x FROM t")
+        .await
+        .unwrap();
+    write_csv(&source.join("2.csv"), 51..=80);
+    (source, catalog)
+}
+
+/// The child's work: every kind of statement that writes. With
+/// `DFMV_FAULT` set, the instrumented store kills the process at that write;
+/// without it, the child prints how many writes the scenario makes.
+async fn crash_scenario(catalog: &Path) {
+    let source = PathBuf::from(std::env::var("DFMV_SOURCE").unwrap());
+    let (s, store) = open_instrumented(catalog, Duration::ZERO).await;
+    s.sql(&source_sql(&source)).await.unwrap();
+    store.set_fault(
+        std::env::var("DFMV_FAULT")
+            .ok()
+            .and_then(|f| Fault::parse(&f)),
+    );
+    let start = store
+        .counters()
+        .writes
+        .load(std::sync::atomic::Ordering::SeqCst);
+    for sql in [
+        "REFRESH MATERIALIZED VIEW a",
+        "CREATE MATERIALIZED VIEW b AS SELECT x FROM t WHERE x % 2 = 0",
+        "CREATE OR REPLACE MATERIALIZED VIEW a AS SELECT x * 2 AS x FROM t",
+        "DROP MATERIALIZED VIEW b",
+        "VACUUM MATERIALIZED VIEWS",
+    ] {
+        s.sql(sql).await.unwrap().collect().await.unwrap();
+    }
+    let writes = store
+        .counters()
+        .writes
+        .load(std::sync::atomic::Ordering::SeqCst)
+        - start;
+    println!("WRITES {writes}");
+}
+
+/// After a kill: the catalog opens, every view is complete old or new data,
+/// and cleanup leaves exactly the files of the committed snapshots.
+async fn check_after_crash(catalog: &Path, source: &Path) -> Result<(), String> {
+    let s = MatviewSession::open_with_options(
+        SessionContext::new(),
+        &catalog.display().to_string(),
+        options(Duration::ZERO),
+    )
+    .await
+    .map_err(|e| format!("catalog does not open: {e}"))?;
+    s.sql(&source_sql(source)).await.unwrap();
+    let a = values(&s, "SELECT x FROM a ORDER BY x").await;
+    let old: Vec<i64> = (1..=50).collect();
+    let refreshed: Vec<i64> = (1..=80).collect();
+    let replaced: Vec<i64> = (1..=80).map(|x| x * 2).collect();
+    if a != old && a != refreshed && a != replaced {
+        return Err(format!(
+            "view a holds {} rows that are no committed state",
+            a.len()
+        ));
+    }
+    let views: Vec<String> = s
+        .catalog()
+        .current()
+        .views
+        .iter()
+        .map(|v| v.name.name.clone())
+        .collect();
+    if views.contains(&"b".to_string()) {
+        let b = values(&s, "SELECT x FROM b ORDER BY x").await;
+        if b != (1..=40).map(|x| x * 2).collect::<Vec<_>>() {
+            return Err(format!(
+                "view b holds {} rows that are no committed state",
+                b.len()
+            ));
+        }
+    }
+    s.sql("VACUUM MATERIALIZED VIEWS")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let manifest = s.catalog().current();
+    let mut expected: BTreeSet<String> = BTreeSet::new();
+    for view in &manifest.views {
+        if let Some(snapshot) = &view.snapshot {
+            expected.extend(snapshot.files.iter().map(|f| f.path.clone()));
+            expected.insert(format!("{}/_snapshot.json", view.snapshot_dir(snapshot)));
+        }
+    }
+    let data: BTreeSet<String> = files_under(catalog)
+        .into_iter()
+        .filter(|f| !f.starts_with("_matview/"))
+        .collect();
+    if data != expected {
+        return Err(format!(
+            "after cleanup, leftover {:?}, missing {:?}",
+            data.difference(&expected).collect::<Vec<_>>(),
+            expected.difference(&data).collect::<Vec<_>>()
+        ));
+    }
+    // The view still refreshes.
+    s.sql("REFRESH MATERIALIZED VIEW a")
+        .await
+        .map_err(|e| format!("refresh after crash failed: {e}"))?;
+    Ok(())
+}
+
+/// Runs one crash trial; returns whether the child died (rather than finished).
+async fn crash_trial(fault: Option<&str>, kill_after: Option<Duration>) -> Result<bool, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let (source, catalog) = crash_setup(dir.path()).await;
+    let mut vars = vec![
+        ("DFMV_CHILD", "crash".to_string()),
+        ("DFMV_CATALOG", catalog.display().to_string()),
+        ("DFMV_SOURCE", source.display().to_string()),
+    ];
+    if let Some(f) = fault {
+        vars.push(("DFMV_FAULT", f.to_string()));
+    }
+    let mut process = spawn_child(&vars)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = match kill_after {
+        Some(delay) => {
+            let deadline = Instant::now() + delay;
+            loop {
+                if let Some(status) = process.try_wait().unwrap() {
+                    break status;
+                }
+                if Instant::now() >= deadline {
+                    process.kill().unwrap();
+                    break process.wait().unwrap();
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        None => process.wait().unwrap(),
+    };
+    check_after_crash(&catalog, &source).await?;
+    Ok(!status.success())
+}
+
+/// Runs the scenario once without faults: its number of writes and how
+/// long the child process takes.
+fn measure_scenario() -> (u64, Duration) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (source, catalog) = rt.block_on(crash_setup(dir.path()));
+    let started = Instant::now();
+    let out = spawn_child(&[
+        ("DFMV_CHILD", "crash".to_string()),
+        ("DFMV_CATALOG", catalog.display().to_string()),
+        ("DFMV_SOURCE", source.display().to_string()),
+    ])
+    .output()
+    .unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let writes = stdout
+        .lines()
+        .find_map(|l| l.split("WRITES ").nth(1))
+        .and_then(|n| n.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no write count in {stdout}"));
+    (writes, took)
+}
+
+/// A small deterministic pseudo-random sequence (the seed is printed).
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// Kills the scenario's child at random times within its usual run time.
+fn random_kills(trials: u64, scenario: Duration) {
+    let seed = std::env::var("DFMV_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("random kills: {trials} trials, DFMV_CRASH_SEED={seed}");
+    let mut state = seed;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut killed = 0;
+    for trial in 0..trials {
+        let range = scenario.as_millis() as u64 + 1;
+        let delay = Duration::from_millis(next_random(&mut state) % range);
+        match rt.block_on(crash_trial(None, Some(delay))) {
+            Ok(died) => killed += u64::from(died),
+            Err(e) => panic!("trial {trial} (kill after {delay:?}, DFMV_CRASH_SEED={seed}): {e}"),
+        }
+    }
+    println!("random kills: {killed} of {trials} children killed mid-scenario, no data lost");
+}
+
+#[test]
+fn sigkill_at_every_write_loses_nothing() {
+    let (writes, took) = measure_scenario();
+    assert!(writes >= 10, "the scenario makes {writes} writes");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // The number of writes varies a little between runs (DataFusion's
+    // writer may split a result into more or fewer files), so the last few
+    // points may fall after a run's final write and kill nothing.
+    let (mut points, mut killed) = (0, 0);
+    for n in 1..=writes {
+        for when in ["kill-before", "kill-after"] {
+            let fault = format!("{when}:{n}");
+            match rt.block_on(crash_trial(Some(&fault), None)) {
+                Ok(died) => killed += u64::from(died),
+                Err(e) => panic!("{fault}: {e}"),
+            }
+            points += 1;
+        }
+    }
+    assert!(
+        killed * 10 >= points * 9,
+        "only {killed} of {points} kill points were reached"
+    );
+    println!(
+        "deterministic kills: {killed} processes killed at {points} kill points over {writes} writes, no data lost"
+    );
+    random_kills(
+        std::env::var("DFMV_CRASH_TRIALS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(10),
+        took,
+    );
+}
+
+#[test]
+#[ignore = "long: DFMV_CRASH_TRIALS=500 cargo test --release --test reliability -- --ignored --nocapture"]
+fn sigkill_at_random_times_long() {
+    let (_, took) = measure_scenario();
+    random_kills(
+        std::env::var("DFMV_CRASH_TRIALS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(200),
+        took,
+    );
+}
+
+// ---- failed writes ---------------------------------------------------------
+
+#[tokio::test]
+async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let (s, store) = open_instrumented(&catalog, Duration::from_secs(3600)).await;
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    s.sql("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut n = 1;
+    let mut failures = 0;
+    loop {
+        store.set_fault(Some(Fault {
+            at_write: n,
+            after: false,
+            action: FaultAction::Error,
+        }));
+        let result = s.sql("REFRESH MATERIALIZED VIEW v").await;
+        store.set_fault(None);
+        let now = values(&s, "SELECT x FROM v ORDER BY x").await;
+        match result {
+            Err(e) => {
+                failures += 1;
+                assert!(e.to_string().contains("injected failure"), "write {n}: {e}");
+                assert_eq!(now, [1, 2], "write {n}: a failed refresh changed the data");
+            }
+            Ok(_) => {
+                // The fault hit a write after the commit (pointer, cleanup):
+                // the refresh took effect, and there are no more writes to fail.
+                assert_eq!(now, [1, 2, 3]);
+                break;
+            }
+        }
+        n += 1;
+        assert!(n < 100, "a refresh should not make 100 writes");
+    }
+    assert!(
+        failures >= 3,
+        "only {failures} writes failed before the commit"
+    );
+    // Whatever the failed attempts wrote is removed.
+    s.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    let s2 = open(&catalog, Duration::ZERO).await;
+    s2.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    let manifest = s2.catalog().current();
+    let snapshot = manifest.views[0].snapshot.as_ref().unwrap();
+    let dirs: BTreeSet<String> = files_under(&catalog)
+        .into_iter()
+        .filter(|f| f.ends_with(".parquet"))
+        .map(|f| f.rsplit_once('/').unwrap().0.to_string())
+        .collect();
+    assert_eq!(
+        dirs,
+        BTreeSet::from([manifest.views[0].snapshot_dir(snapshot)])
+    );
+}
+
+// ---- concurrent processes --------------------------------------------------
+
+/// A worker process: refreshes the shared view and creates and drops its own.
+async fn worker(catalog: &Path) {
+    let id: usize = std::env::var("DFMV_WORKER").unwrap().parse().unwrap();
+    let rounds: usize = std::env::var("DFMV_ROUNDS").unwrap().parse().unwrap();
+    let s = open(catalog, Duration::from_secs(3600)).await;
+    let (mut refreshed, mut conflicts) = (0, 0);
+    for round in 0..rounds {
+        match s.sql("REFRESH MATERIALIZED VIEW shared").await {
+            Ok(_) => refreshed += 1,
+            Err(Error::CommitConflict { .. }) => conflicts += 1,
+            Err(e) => panic!("worker {id}: unexpected {e}"),
+        }
+        let own = format!("w{id}_{round}");
+        s.sql(&format!(
+            "CREATE MATERIALIZED VIEW {own} AS SELECT {id} AS worker, {round} AS round"
+        ))
+        .await
+        .unwrap();
+        assert_eq!(
+            values(&s, &format!("SELECT worker FROM {own}")).await,
+            [id as i64]
+        );
+        if round % 2 == 1 {
+            s.sql(&format!("DROP MATERIALIZED VIEW {own}"))
+                .await
+                .unwrap();
+        }
+    }
+    println!("REFRESHED {refreshed} CONFLICTS {conflicts}");
+}
+
+#[test]
+fn concurrent_processes_never_lose_or_double_commit() {
+    let (workers, rounds) = (4, 6);
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let s = open(&catalog, Duration::from_secs(3600)).await;
+        s.sql(
+            "CREATE MATERIALIZED VIEW shared AS SELECT value AS x FROM generate_series(1, 20000)",
+        )
+        .await
+        .unwrap();
+    });
+    let handles: Vec<_> = (0..workers)
+        .map(|id| {
+            spawn_child(&[
+                ("DFMV_CHILD", "worker".to_string()),
+                ("DFMV_CATALOG", catalog.display().to_string()),
+                ("DFMV_WORKER", id.to_string()),
+                ("DFMV_ROUNDS", rounds.to_string()),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    let mut refreshed = 0;
+    for handle in handles {
+        let out = handle.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let counts = stdout.split("REFRESHED ").nth(1).unwrap();
+        refreshed += counts
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse::<usize>()
+            .unwrap();
+    }
+    rt.block_on(async {
+        let s = open(&catalog, Duration::from_secs(3600)).await;
+        let manifest = s.catalog().current();
+        // Every worker's views: odd rounds dropped, even rounds kept.
+        let names: BTreeSet<String> = manifest.views.iter().map(|v| v.name.name.clone()).collect();
+        for id in 0..workers {
+            for round in 0..rounds {
+                assert_eq!(
+                    names.contains(&format!("w{id}_{round}")),
+                    round % 2 == 0,
+                    "w{id}_{round}"
+                );
+            }
+        }
+        assert_eq!(values(&s, "SELECT count(*) FROM shared").await, [20000]);
+        // Each successful refresh retired exactly one snapshot: none landed
+        // twice, none was lost.
+        let shared = manifest
+            .views
+            .iter()
+            .find(|v| v.name.name == "shared")
+            .unwrap();
+        let retired_shared = manifest
+            .retired
+            .iter()
+            .filter(|r| r.dir.starts_with(&format!("{}/", shared.dir)))
+            .count();
+        assert_eq!(retired_shared, refreshed);
+        // Losers removed their files: the only snapshot directories of the
+        // shared view are the committed ones (retired or current).
+        let on_disk: BTreeSet<String> = files_under(&catalog)
+            .into_iter()
+            .filter(|f| f.starts_with(&format!("{}/", shared.dir)))
+            .map(|f| f.rsplitn(2, '/').nth(1).unwrap().to_string())
+            .collect();
+        assert_eq!(on_disk.len(), retired_shared + 1);
+    });
+    println!(
+        "concurrency: {workers} processes x {rounds} rounds, {refreshed} concurrent refreshes landed"
+    );
+}
+
+// ---- bad state and recovery -----------------------------------------------
+
+#[tokio::test]
+async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let location = catalog.display().to_string();
+    {
+        let s = open(&catalog, Duration::from_secs(3600)).await;
+        s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+            .await
+            .unwrap();
+        s.sql("CREATE MATERIALIZED VIEW a AS SELECT x FROM t")
+            .await
+            .unwrap();
+        s.sql("CREATE MATERIALIZED VIEW later AS SELECT x FROM t WITH NO DATA")
+            .await
+            .unwrap();
+        s.sql("INSERT INTO t VALUES (3)")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        s.sql("REFRESH MATERIALIZED VIEW a").await.unwrap();
+        s.sql("CREATE MATERIALIZED VIEW gone AS SELECT 1 AS x")
+            .await
+            .unwrap();
+        s.sql("DROP MATERIALIZED VIEW gone").await.unwrap();
+        // The version that will be lost.
+        s.sql("INSERT INTO t VALUES (4)")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        s.sql("REFRESH MATERIALIZED VIEW a").await.unwrap();
+    }
+    let log = catalog.join("_matview/log");
+    let latest = files_under(&log).into_iter().max().unwrap();
+    // Truncated: the error names the file and says what to do.
+    let text = std::fs::read_to_string(log.join(&latest)).unwrap();
+    std::fs::write(log.join(&latest), &text[..text.len() / 2]).unwrap();
+    let err = MatviewSession::open(SessionContext::new(), &location)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("_matview/log/{latest} is unreadable")),
+        "{err}"
+    );
+    assert!(err.contains("HINT:"), "{err}");
+    // From a newer format: named too.
+    std::fs::write(log.join(&latest), r#"{"format_version": 7}"#).unwrap();
+    let err = MatviewSession::open(SessionContext::new(), &location)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedFormat { found: 7, .. }),
+        "{err}"
+    );
+
+    // The newest readable version knows the views (and that `gone` was
+    // dropped); the lost refresh of `a` is found from its snapshot marker.
+    let report = MatviewSession::recover(&SessionContext::new(), &location)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.views,
+        [
+            "datafusion.public.a (4 rows)",
+            "datafusion.public.later (0 rows)"
+        ]
+    );
+    let s = open(&catalog, Duration::from_secs(3600)).await;
+    assert_eq!(values(&s, "SELECT x FROM a ORDER BY x").await, [1, 2, 3, 4]);
+    assert!(matches!(
+        s.sql("SELECT * FROM later").await.unwrap_err(),
+        Error::NotPopulated { .. }
+    ));
+    assert!(
+        s.sql("SELECT * FROM gone").await.is_err(),
+        "a dropped view came back"
+    );
+
+    // The whole log lost: the data alone rebuilds the populated views
+    // (with no log to say otherwise, a dropped view whose data is still
+    // within the retention window comes back too).
+    std::fs::remove_dir_all(catalog.join("_matview")).unwrap();
+    let report = MatviewSession::recover(&SessionContext::new(), &location)
+        .await
+        .unwrap();
+    assert!(
+        report
+            .views
+            .contains(&"datafusion.public.a (4 rows)".to_string()),
+        "{report:?}"
+    );
+    let s = open(&catalog, Duration::from_secs(3600)).await;
+    assert_eq!(values(&s, "SELECT x FROM a ORDER BY x").await, [1, 2, 3, 4]);
+}
+
+#[tokio::test]
+async fn a_missing_data_file_is_named_and_other_views_stay_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let s = open(&catalog, Duration::from_secs(3600)).await;
+    s.sql("CREATE MATERIALIZED VIEW a AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW b AS SELECT 2 AS x")
+        .await
+        .unwrap();
+    let manifest = s.catalog().current();
+    let file = &manifest.views[0].snapshot.as_ref().unwrap().files[0].path;
+    std::fs::remove_file(catalog.join(file)).unwrap();
+    let err = s
+        .sql("SELECT * FROM a")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(file.rsplit('/').next().unwrap()), "{err}");
+    assert_eq!(values(&s, "SELECT x FROM b").await, [2]);
+}
+
+#[tokio::test]
+async fn another_process_commits_are_seen_without_listing() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let (reader, store) = open_instrumented(&catalog, Duration::from_secs(3600)).await;
+    let writer = open(&catalog, Duration::from_secs(3600)).await;
+    for i in 0..300 {
+        writer
+            .sql(&format!(
+                "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT {i} AS x"
+            ))
+            .await
+            .unwrap();
+    }
+    // A long-lived session sees the latest version at its next statement.
+    assert_eq!(values(&reader, "SELECT x FROM v").await, [299]);
+    writer
+        .sql("CREATE MATERIALIZED VIEW w AS SELECT 7 AS x")
+        .await
+        .unwrap();
+    assert_eq!(values(&reader, "SELECT x FROM w").await, [7]);
+    writer.sql("DROP MATERIALIZED VIEW w").await.unwrap();
+    assert!(reader.sql("SELECT x FROM w").await.is_err());
+    // Opening after hundreds of commits reads a pointer, probes and reads
+    // one manifest; it lists nothing.
+    use std::sync::atomic::Ordering::SeqCst;
+    let lists = store.counters().lists.load(SeqCst);
+    let (gets, heads) = (
+        store.counters().gets.load(SeqCst),
+        store.counters().heads.load(SeqCst),
+    );
+    let ctx = SessionContext::new();
+    ctx.register_object_store(
+        &url::Url::parse("file://").unwrap(),
+        Arc::new(store.clone()),
+    );
+    let again = MatviewSession::open(ctx, &catalog.display().to_string())
+        .await
+        .unwrap();
+    assert_eq!(again.catalog().current().views.len(), 1);
+    assert_eq!(store.counters().lists.load(SeqCst), lists);
+    assert!(store.counters().gets.load(SeqCst) - gets <= 2);
+    assert!(store.counters().heads.load(SeqCst) - heads <= 3);
+}
+
+#[tokio::test]
+async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let reader = open(&catalog, Duration::from_secs(3600)).await;
+    reader
+        .sql("CREATE MATERIALIZED VIEW v AS SELECT value AS x FROM generate_series(1, 1000)")
+        .await
+        .unwrap();
+    // Planned against the first snapshot...
+    let df = reader.sql("SELECT sum(x) FROM v").await.unwrap();
+    let task = Arc::new(df.task_ctx());
+    let planned = df.create_physical_plan().await.unwrap();
+    // ...which another process replaces and drops meanwhile.
+    let writer = open(&catalog, Duration::from_secs(3600)).await;
+    writer
+        .sql("CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    writer.sql("DROP MATERIALIZED VIEW v").await.unwrap();
+    writer.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    let batches = datafusion::physical_plan::collect(planned, task)
+        .await
+        .unwrap();
+    assert_eq!(
+        batches[0].column(0).as_primitive::<Int64Type>().value(0),
+        500500
+    );
+    assert!(!batches[0].column(0).is_null(0));
+}
