@@ -75,17 +75,30 @@ pub enum Error {
         name: String,
     },
 
-    /// `DROP` of an object that other objects depend on, without `CASCADE`.
+    /// `DROP` of objects that other objects depend on, without `CASCADE`.
     #[error(
-        "cannot drop {kind} {name} because other objects depend on it\nDETAIL: {}\nHINT: Use DROP ... CASCADE to drop the dependent objects too.",
+        "cannot drop {} because other objects depend on {}\nDETAIL: {}\nHINT: Use DROP ... CASCADE to drop the dependent objects too.",
+        object.as_deref().unwrap_or("desired object(s)"),
+        if object.is_some() { "it" } else { "them" },
         details.join("\n")
     )]
     DependentObjects {
-        /// Kind of the object being dropped (`table`, `view`, `materialized view`).
-        kind: &'static str,
-        /// Its name.
-        name: String,
+        /// Kind and name of the one object being dropped (`table t`), or
+        /// `None` when the statement drops several.
+        object: Option<String>,
         /// One line per dependent: `materialized view m depends on table t`.
+        details: Vec<String>,
+    },
+
+    /// `CREATE OR REPLACE` would change the columns other objects read.
+    #[error(
+        "cannot change the columns of materialized view {name} because other objects depend on it\nDETAIL: {}\nHINT: Keep the view's columns, or drop the dependent objects first.",
+        details.join("\n")
+    )]
+    ColumnsInUse {
+        /// The view.
+        name: String,
+        /// One line per dependent.
         details: Vec<String>,
     },
 
@@ -261,8 +274,7 @@ mod tests {
     #[test]
     fn dependents_are_listed_one_per_line() {
         let e = Error::DependentObjects {
-            kind: "table",
-            name: "t".into(),
+            object: Some("table t".into()),
             details: vec![
                 "materialized view m depends on table t".into(),
                 "view v depends on materialized view m".into(),

@@ -98,6 +98,32 @@ impl Kind {
             Kind::MaterializedView => "materialized view",
         }
     }
+
+    /// PostgreSQL's hint when a DROP names an object of another kind.
+    fn drop_hint(self) -> &'static str {
+        match self {
+            Kind::Table => "Use DROP TABLE to remove a table.",
+            Kind::View => "Use DROP VIEW to remove a view.",
+            Kind::MaterializedView => "Use DROP MATERIALIZED VIEW to remove a materialized view.",
+        }
+    }
+}
+
+/// An identifier as PostgreSQL prints it in messages: bare when it is a
+/// plain lower-case name, otherwise double-quoted.
+fn quote_ident(ident: &str) -> String {
+    let plain = ident
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && ident
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        ident.to_owned()
+    } else {
+        format!("\"{}\"", ident.replace('"', "\"\""))
+    }
 }
 
 /// A DataFusion session with materialized views.
@@ -122,6 +148,9 @@ pub struct MatviewSession {
     warnings: Arc<Vec<String>>,
     progress: Option<Arc<dyn ProgressListener>>,
     registered: Arc<std::sync::Mutex<Registrations>>,
+    /// Default catalog and schema in force when each plain view of this
+    /// session was created (its plan keeps names as written).
+    views_created_under: Arc<std::sync::Mutex<HashMap<QualifiedName, (String, String)>>>,
 }
 
 /// Which definition of each view this session has registered, and for
@@ -175,6 +204,7 @@ impl MatviewSession {
             warnings: Arc::default(),
             progress: None,
             registered: Arc::default(),
+            views_created_under: Arc::default(),
         };
         let manifest = session.catalog.current();
         for entry in &manifest.views {
@@ -239,6 +269,15 @@ impl MatviewSession {
             schema.deregister_table(&relation.name.name)?;
         }
         self.ctx.execute_logical_plan(plan).await?;
+        if relation.kind == RelationKind::View {
+            self.created_under().insert(
+                relation.name.clone(),
+                (
+                    relation.default_catalog.clone(),
+                    relation.default_schema.clone(),
+                ),
+            );
+        }
         Ok(())
     }
 
@@ -431,6 +470,21 @@ impl MatviewSession {
         name.short(&catalog, &schema)
     }
 
+    /// [`Self::display`] with each part quoted as PostgreSQL does in the
+    /// DETAIL of dependency errors.
+    fn display_quoted(&self, name: &QualifiedName) -> String {
+        let (catalog, schema) = self.defaults();
+        let mut parts = vec![];
+        if name.catalog != catalog {
+            parts.push(quote_ident(&name.catalog));
+        }
+        if name.catalog != catalog || name.schema != schema {
+            parts.push(quote_ident(&name.schema));
+        }
+        parts.push(quote_ident(&name.name));
+        parts.join(".")
+    }
+
     fn schema_provider(&self, name: &QualifiedName) -> Option<Arc<dyn SchemaProvider>> {
         self.ctx.catalog(&name.catalog)?.schema(&name.schema)
     }
@@ -481,9 +535,16 @@ impl MatviewSession {
                 s
             }
         };
+        let columns = &entry.definition.column_names;
         let definition = format!(
-            "CREATE MATERIALIZED VIEW {} AS {}",
+            "CREATE MATERIALIZED VIEW {}{} AS {}",
             name.to_table_reference(),
+            if columns.is_empty() {
+                String::new()
+            } else {
+                let quoted: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+                format!(" ({})", quoted.join(", "))
+            },
             entry.definition.sql
         );
         let provider = MaterializedViewTable::new(
@@ -507,6 +568,21 @@ impl MatviewSession {
         }
         self.registrations().ids.remove(name);
         Ok(())
+    }
+
+    fn created_under(&self) -> std::sync::MutexGuard<'_, HashMap<QualifiedName, (String, String)>> {
+        self.views_created_under
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The defaults a plain view's plan was made under: recorded when this
+    /// session created or restored it, else the session's current ones.
+    fn view_defaults(&self, name: &QualifiedName) -> (String, String) {
+        if let Some(defaults) = self.created_under().get(name) {
+            return defaults.clone();
+        }
+        self.defaults()
     }
 
     fn registrations(&self) -> std::sync::MutexGuard<'_, Registrations> {
@@ -619,6 +695,19 @@ impl MatviewSession {
             return Err(Error::NotSupported(format!(
                 "materialized view \"{display}\" cannot read itself"
             )));
+        }
+        if let Some(old) = manifest.view(&name)
+            && old.definition.schema != *plan.schema().as_arrow()
+        {
+            // Views reading it were planned against its columns.
+            let target = [(name.clone(), Kind::MaterializedView)];
+            let dependents = self.dependents(&manifest, &target).await?;
+            if !dependents.is_empty() {
+                return Err(Error::ColumnsInUse {
+                    name: self.display_quoted(&name),
+                    details: self.describe_dependents(&dependents),
+                });
+            }
         }
         let mut entry = ViewEntry {
             dir: view_dir(&name),
@@ -831,11 +920,11 @@ impl MatviewSession {
             let name = self.resolve(name)?;
             match self.kind_of(&manifest, &name).await? {
                 Some(Kind::MaterializedView) => targets.push((name, Kind::MaterializedView)),
-                Some(_) => {
+                Some(other) => {
                     return Err(Error::WrongObjectType {
                         name: self.display(&name),
                         expected: "materialized view",
-                        hint: None,
+                        hint: Some(other.drop_hint()),
                     });
                 }
                 None if drop.if_exists => {}
@@ -860,22 +949,14 @@ impl MatviewSession {
     ) -> Result<()> {
         let dependents = self.dependents(manifest, targets).await?;
         if !dependents.is_empty() && !cascade {
-            let (name, kind) = &targets[0];
             return Err(Error::DependentObjects {
-                kind: kind.as_str(),
-                name: self.display(name),
-                details: dependents
-                    .iter()
-                    .map(|(dep, dep_kind, on, on_kind)| {
-                        format!(
-                            "{} {} depends on {} {}",
-                            dep_kind.as_str(),
-                            self.display(dep),
-                            on_kind.as_str(),
-                            self.display(on)
-                        )
-                    })
-                    .collect(),
+                object: match targets {
+                    [(name, kind)] => {
+                        Some(format!("{} {}", kind.as_str(), self.display_quoted(name)))
+                    }
+                    _ => None,
+                },
+                details: self.describe_dependents(&dependents),
             });
         }
         // Dependents deepest first, then the targets.
@@ -925,6 +1006,25 @@ impl MatviewSession {
         self.after_commit().await
     }
 
+    /// `materialized view m depends on table t`, one line per dependent.
+    fn describe_dependents(
+        &self,
+        dependents: &[(QualifiedName, Kind, QualifiedName, Kind)],
+    ) -> Vec<String> {
+        dependents
+            .iter()
+            .map(|(dep, dep_kind, on, on_kind)| {
+                format!(
+                    "{} {} depends on {} {}",
+                    dep_kind.as_str(),
+                    self.display_quoted(dep),
+                    on_kind.as_str(),
+                    self.display_quoted(on)
+                )
+            })
+            .collect()
+    }
+
     /// Every object that depends on one of `roots`, directly or through
     /// other dependents, breadth first, each once, as
     /// `(dependent, its kind, what it depends on, that one's kind)`.
@@ -964,7 +1064,7 @@ impl MatviewSession {
                 edges.push((view.name.clone(), Kind::MaterializedView, source.clone()));
             }
         }
-        let (default_catalog, default_schema) = self.defaults();
+        let mut views = vec![];
         for catalog_name in self.ctx.catalog_names() {
             let Some(catalog) = self.ctx.catalog(&catalog_name) else {
                 continue;
@@ -987,13 +1087,18 @@ impl MatviewSession {
                         continue;
                     };
                     let name = QualifiedName::new(&catalog_name, &schema_name, &table_name);
-                    for source in self
-                        .sources_of(&plan, &default_catalog, &default_schema)
-                        .await?
-                    {
-                        edges.push((name.clone(), Kind::View, source));
-                    }
+                    views.push((name, plan.into_owned()));
                 }
+            }
+        }
+        // In name order, so messages list dependents the same way each time.
+        views.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, plan) in views {
+            // Names in a view's plan are as written; resolve them as they
+            // were when the view was created.
+            let (catalog, schema) = self.view_defaults(&name);
+            for source in self.sources_of(&plan, &catalog, &schema).await? {
+                edges.push((name.clone(), Kind::View, source));
             }
         }
         Ok(edges)
@@ -1039,6 +1144,14 @@ impl MatviewSession {
                     return self
                         .drop_relations(kind, names, *if_exists, *cascade, &statement)
                         .await;
+                }
+                SQLStatement::Drop {
+                    object_type: ObjectType::Schema,
+                    names,
+                    cascade: true,
+                    ..
+                } => {
+                    self.drop_schema_contents(names).await?;
                 }
                 SQLStatement::CreateView(view) => {
                     self.check_name_free(&view.name, view.if_not_exists, view.or_replace, "view")
@@ -1089,12 +1202,69 @@ impl MatviewSession {
             .state()
             .statement_to_plan(statement.clone())
             .await?;
-        self.check_populated(&plan)?;
+        // DDL (CREATE VIEW over an unpopulated view) and EXPLAIN do not read
+        // data; EXPLAIN ANALYZE fails when its scan runs.
+        if !matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Explain(_)) {
+            self.check_populated(&plan)?;
+        }
         let df = self.ctx.execute_logical_plan(plan).await?;
+        if let DFStatement::Statement(inner) = &statement
+            && let SQLStatement::CreateView(view) = inner.as_ref()
+        {
+            let name = self.resolve(&view.name)?;
+            self.created_under().insert(name, self.defaults());
+        }
         if self.options.remember_relations {
             self.remember(&statement, text, existed).await?;
         }
         Ok(df)
+    }
+
+    /// `DROP SCHEMA ... CASCADE`: drops the materialized views in the
+    /// schemas and everything elsewhere that depends on their relations;
+    /// DataFusion then drops the schemas with their tables and views.
+    async fn drop_schema_contents(&self, names: &[ObjectName]) -> Result<()> {
+        let manifest = self.catalog.reload().await?;
+        let (default_catalog, _) = self.defaults();
+        let mut targets = vec![];
+        for object in names {
+            let parts: Vec<String> = object.0.iter().map(|p| p.to_string()).collect();
+            let normalize = self
+                .ctx
+                .state()
+                .config()
+                .options()
+                .sql_parser
+                .enable_ident_normalization;
+            let normalizer = IdentNormalizer::new(normalize);
+            let idents: Vec<String> = object
+                .0
+                .iter()
+                .filter_map(|p| p.as_ident().cloned())
+                .map(|i| normalizer.normalize(i))
+                .collect();
+            let (catalog, schema) = match idents.as_slice() {
+                [schema] => (default_catalog.clone(), schema.clone()),
+                [catalog, schema] => (catalog.clone(), schema.clone()),
+                _ => {
+                    return Err(Error::NotSupported(format!(
+                        "invalid schema name {}",
+                        parts.join(".")
+                    )));
+                }
+            };
+            let Some(provider) = self.ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
+                continue;
+            };
+            for table in provider.table_names() {
+                let name = QualifiedName::new(&catalog, &schema, &table);
+                if let Some(kind) = self.kind_of(&manifest, &name).await? {
+                    targets.push((name, kind));
+                }
+            }
+        }
+        // Only view kinds are removed here; tables go with the schema.
+        self.drop_with_dependents(&manifest, &targets, true).await
     }
 
     /// `CREATE [OR REPLACE] TABLE/VIEW` must not replace a materialized view.
@@ -1140,8 +1310,9 @@ impl MatviewSession {
         result
     }
 
-    /// `DROP TABLE` / `DROP VIEW`: refuses materialized views and objects
-    /// others depend on (unless CASCADE), then lets DataFusion drop each.
+    /// `DROP TABLE` / `DROP VIEW`: refuses objects of another kind and
+    /// objects others depend on (unless CASCADE, which drops those first),
+    /// then lets DataFusion drop each.
     async fn drop_relations(
         &self,
         kind: Kind,
@@ -1155,37 +1326,27 @@ impl MatviewSession {
         let mut unrestored = BTreeSet::new();
         for object in names {
             let name = self.resolve(object)?;
-            if manifest.view(&name).is_some() {
-                return Err(Error::WrongObjectType {
-                    name: self.display(&name),
-                    expected: kind.as_str(),
-                    hint: Some("Use DROP MATERIALIZED VIEW to remove a materialized view."),
-                });
-            }
-            if self.registered(&name).await?.is_some() {
-                targets.push((name, kind));
-            } else if manifest.relations.iter().any(|r| r.name == name) {
+            match self.kind_of(&manifest, &name).await? {
+                Some(found) if found != kind => {
+                    return Err(Error::WrongObjectType {
+                        name: self.display(&name),
+                        expected: kind.as_str(),
+                        hint: Some(found.drop_hint()),
+                    });
+                }
+                Some(_) => targets.push((name, kind)),
                 // Remembered but not restored in this session (its files
                 // are gone): dropping it only forgets it.
-                unrestored.insert(name);
-            }
-        }
-        let mut dropped_by_cascade = BTreeSet::new();
-        for target in &targets {
-            if !self
-                .dependents(&manifest, std::slice::from_ref(target))
-                .await?
-                .is_empty()
-            {
-                // Refuses without CASCADE; with it, drops the dependents (and
-                // a view target itself, which DataFusion then finds gone).
-                self.drop_with_dependents(&manifest, std::slice::from_ref(target), cascade)
-                    .await?;
-                if kind == Kind::View {
-                    dropped_by_cascade.insert(target.0.clone());
+                None if manifest.relations.iter().any(|r| r.name == name) => {
+                    unrestored.insert(name);
                 }
+                None => {}
             }
         }
+        // Refuses without CASCADE; with it, drops the dependents (and the
+        // view targets themselves, which DataFusion then finds gone).
+        self.drop_with_dependents(&manifest, &targets, cascade)
+            .await?;
         let DFStatement::Statement(inner) = statement else {
             unreachable!("checked by caller")
         };
@@ -1203,7 +1364,8 @@ impl MatviewSession {
         let mut result = self.empty()?;
         for object in names {
             let name = self.resolve(object)?;
-            if dropped_by_cascade.contains(&name) || unrestored.contains(&name) {
+            let gone = kind == Kind::View && targets.iter().any(|(t, _)| *t == name);
+            if gone || unrestored.contains(&name) {
                 continue;
             }
             let single = SQLStatement::Drop {
