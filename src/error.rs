@@ -129,6 +129,19 @@ pub enum Error {
         reason: String,
     },
 
+    /// The view was defined by a newer version of this crate.
+    #[error(
+        "materialized view \"{name}\" was defined with definition format {found}, but this build reads up to {supported}: it can be queried but not refreshed\nHINT: Upgrade datafusion-matview to refresh it."
+    )]
+    UnsupportedDefinition {
+        /// View name.
+        name: String,
+        /// Format found.
+        found: u32,
+        /// Newest format this build understands.
+        supported: u32,
+    },
+
     /// Another writer committed a change that collides with this one.
     /// Retrying the statement is safe.
     #[error(

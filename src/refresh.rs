@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use datafusion::arrow::array::{RecordBatch, UInt64Array};
 use datafusion::arrow::datatypes::Schema;
 use datafusion::common::{Column, DFSchema};
 use datafusion::config::TableParquetOptions;
@@ -164,11 +165,20 @@ async fn seal_snapshot(
     entry: &ViewEntry,
     id: String,
     dir: &str,
-    produced: Result<()>,
+    produced: Result<Option<u64>>,
 ) -> Result<Snapshot> {
     let sealed = async {
-        produced?;
+        let expected_rows = produced?;
         let files = list_snapshot_files(catalog, dir).await?;
+        let found: u64 = files.iter().map(|f| f.rows).sum();
+        if let Some(expected) = expected_rows
+            && expected != found
+        {
+            // Never commit a snapshot that is not all there.
+            return Err(Error::NotSupported(format!(
+                "refresh wrote {expected} rows but {found} are readable under {dir}; nothing was committed"
+            )));
+        }
         let snapshot = Snapshot {
             id,
             row_count: files.iter().map(|f| f.rows).sum(),
@@ -234,7 +244,7 @@ pub(crate) async fn import_snapshot(
                 .put_opts(&target, PutPayload::from(bytes), opts)
                 .await?;
         }
-        Ok(())
+        Ok(None)
     }
     .await;
     seal_snapshot(catalog, entry, id, &dir, copied).await
@@ -282,10 +292,9 @@ async fn run_with_progress(
     physical: Arc<dyn ExecutionPlan>,
     task_ctx: Arc<TaskContext>,
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     let Some((view, listener)) = progress else {
-        collect(physical, task_ctx).await?;
-        return Ok(());
+        return rows_written(&collect(physical, task_ctx).await?);
     };
     let input = physical.children().first().map(|c| Arc::clone(*c));
     let started = Instant::now();
@@ -306,8 +315,20 @@ async fn run_with_progress(
         }
     };
     listener.finished(view);
-    result?;
-    Ok(())
+    rows_written(&result?)
+}
+
+/// The row count a DataFusion write plan returns (one `count` row).
+fn rows_written(batches: &[RecordBatch]) -> Result<Option<u64>> {
+    let mut total = None;
+    for batch in batches {
+        if let Some(count) = batch.column_by_name("count")
+            && let Some(count) = count.as_any().downcast_ref::<UInt64Array>()
+        {
+            *total.get_or_insert(0) += count.iter().flatten().sum::<u64>();
+        }
+    }
+    Ok(total)
 }
 
 /// The Parquet files written under `dir`, with their sizes and row counts

@@ -846,6 +846,13 @@ impl MatviewSession {
                 source: Box::new(e),
             },
         };
+        if entry.definition.format > DEFINITION_FORMAT {
+            return Err(Error::UnsupportedDefinition {
+                name: display,
+                found: entry.definition.format,
+                supported: DEFINITION_FORMAT,
+            });
+        }
         for source in &entry.definition.sources {
             if manifest.view(source).is_none() && self.registered(source).await?.is_none() {
                 return Err(failed(Error::RelationNotFound {
@@ -1344,8 +1351,11 @@ impl MatviewSession {
             }
         }
         // Refuses without CASCADE; with it, drops the dependents (and the
-        // view targets themselves, which DataFusion then finds gone).
-        self.drop_with_dependents(&manifest, &targets, cascade)
+        // view targets themselves, which DataFusion then finds gone). A
+        // remembered relation that could not be restored still has them.
+        let mut checked = targets.clone();
+        checked.extend(unrestored.iter().map(|n| (n.clone(), kind)));
+        self.drop_with_dependents(&manifest, &checked, cascade)
             .await?;
         let DFStatement::Statement(inner) = statement else {
             unreachable!("checked by caller")

@@ -326,7 +326,11 @@ pub struct DataFile {
 /// Turns one name part into a directory name that is safe on every object
 /// store and file system: ASCII letters, digits and `_` stay, everything else
 /// (including `.`, `/`, `%` and control characters) becomes `-xx` hex bytes.
-/// The mapping is injective, so two names never share a directory.
+/// The mapping is injective, so two names never share a directory. An
+/// encoding longer than [`MAX_PATH_PART`] bytes (file systems limit a name
+/// to 255) is cut and completed with `.` (which the encoding never
+/// produces otherwise) and a 64-bit hash of the name. Only characters that
+/// neither object-store paths nor URLs escape are used.
 pub fn encode_path_part(part: &str) -> String {
     let mut out = String::with_capacity(part.len());
     for b in part.bytes() {
@@ -339,8 +343,19 @@ pub fn encode_path_part(part: &str) -> String {
     if out.is_empty() {
         out.push('-');
     }
+    if out.len() > MAX_PATH_PART {
+        // FNV-1a: stable across versions and platforms.
+        let hash = part.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        out.truncate(MAX_PATH_PART - 17);
+        out.push_str(&format!(".{hash:016x}"));
+    }
     out
 }
+
+/// Longest directory name [`encode_path_part`] produces.
+pub const MAX_PATH_PART: usize = 100;
 
 /// Storage directory of a view relative to the catalog root: `<schema>/<view>`.
 /// The catalog part is included only when it is not `datafusion`.
@@ -375,6 +390,12 @@ mod tests {
         assert_ne!(encode_path_part("a-2fb"), encode_path_part("a/b"));
         assert_eq!(encode_path_part(""), "-");
         assert_eq!(encode_path_part("é"), "-c3-a9");
+        assert_eq!(encode_path_part("a\nb"), "a-0ab");
+        let long = "x".repeat(300);
+        let longer = format!("{long}y");
+        assert_eq!(encode_path_part(&long).len(), MAX_PATH_PART);
+        assert_ne!(encode_path_part(&long), encode_path_part(&longer));
+        assert_eq!(encode_path_part(&long), encode_path_part(&long.clone()));
     }
 
     #[test]

@@ -586,7 +586,7 @@ fn concurrent_processes_never_lose_or_double_commit() {
         let on_disk: BTreeSet<String> = files_under(&catalog)
             .into_iter()
             .filter(|f| f.starts_with(&format!("{}/", shared.dir)))
-            .map(|f| f.rsplitn(2, '/').nth(1).unwrap().to_string())
+            .map(|f| f.rsplit_once('/').unwrap().0.to_string())
             .collect();
         assert_eq!(on_disk.len(), retired_shared + 1);
     });
@@ -797,4 +797,87 @@ async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
         500500
     );
     assert!(!batches[0].column(0).is_null(0));
+}
+
+#[tokio::test]
+async fn names_that_could_escape_the_root_stay_inside_and_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    let long = "v".repeat(300);
+    let names = [
+        "My View".to_string(),
+        "..".to_string(),
+        "a/../../b".to_string(),
+        "naïve ü".to_string(),
+        "it's \"q\"".to_string(),
+        "tab\tand\nnewline".to_string(),
+        long.clone(),
+        format!("{long}2"),
+    ];
+    let quoted = |n: &str| format!("\"{}\"", n.replace('"', "\"\""));
+    {
+        let s = open(&catalog, Duration::from_secs(3600)).await;
+        for (i, name) in names.iter().enumerate() {
+            s.sql(&format!(
+                "CREATE MATERIALIZED VIEW {} AS SELECT {i} AS x",
+                quoted(name)
+            ))
+            .await
+            .unwrap();
+            s.sql(&format!("REFRESH MATERIALIZED VIEW {}", quoted(name)))
+                .await
+                .unwrap();
+        }
+    }
+    // Nothing was written outside the catalog's folder.
+    let outside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(outside, ["catalog"]);
+    let s = open(&catalog, Duration::from_secs(3600)).await;
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(
+            values(&s, &format!("SELECT x FROM {}", quoted(name))).await,
+            [i as i64],
+            "{name:?}"
+        );
+        s.sql(&format!("DROP MATERIALIZED VIEW {}", quoted(name)))
+            .await
+            .unwrap();
+    }
+    assert!(s.catalog().current().views.is_empty());
+}
+
+#[tokio::test]
+async fn a_view_from_a_newer_definition_format_is_queryable_but_not_refreshable() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    {
+        let s = open(&catalog, Duration::from_secs(3600)).await;
+        s.sql("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x")
+            .await
+            .unwrap();
+    }
+    // Written by a future version: definition format 2.
+    let log = catalog.join("_matview/log");
+    let latest = files_under(&log).into_iter().max().unwrap();
+    let text = std::fs::read_to_string(log.join(&latest)).unwrap();
+    std::fs::write(
+        log.join(&latest),
+        text.replacen("\"format\": 1", "\"format\": 2", 1),
+    )
+    .unwrap();
+    let s = open(&catalog, Duration::from_secs(3600)).await;
+    assert_eq!(values(&s, "SELECT x FROM v").await, [1]);
+    let err = s
+        .sql("REFRESH MATERIALIZED VIEW v")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "materialized view \"v\" was defined with definition format 2, but this build reads up to 1: \
+         it can be queried but not refreshed\nHINT: Upgrade datafusion-matview to refresh it."
+    );
 }

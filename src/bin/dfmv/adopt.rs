@@ -16,7 +16,6 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Statement as SQLStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
-use datafusion_cli::print_options::PrintOptions;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{Statement, parse_sql_with_text};
 
@@ -266,7 +265,7 @@ fn parquet_files(path: &Path) -> Result<Vec<String>, String> {
 
 /// Adopts `dir`; prints one line per view and a summary. Returns whether
 /// everything was adopted.
-pub async fn adopt(app: &App, dir: &Path, _print_options: &PrintOptions) -> Result<bool> {
+pub async fn adopt(app: &App, dir: &Path) -> Result<bool> {
     let session = &app.session;
     let views_dir = dir.join("views");
     let manifest_path = views_dir.join("manifest.json");

@@ -248,8 +248,15 @@ pub async fn restore_remote_relations(session: &MatviewSession) -> Vec<String> {
         if !warnings.iter().any(|w| w.starts_with(&prefix)) {
             continue;
         }
-        if let Ok(true) = restore(ctx, relation).await {
-            warnings.retain(|w| !w.starts_with(&prefix));
+        match restore(ctx, relation).await {
+            Ok(true) => warnings.retain(|w| !w.starts_with(&prefix)),
+            Ok(false) => {}
+            // Its store is registered now, so this is the real reason.
+            Err(e) => {
+                for warning in warnings.iter_mut().filter(|w| w.starts_with(&prefix)) {
+                    *warning = format!("{prefix}{e}");
+                }
+            }
         }
     }
     warnings

@@ -224,8 +224,8 @@ pub fn list_views(
     let schema = Arc::new(Schema::new(vec![
         Field::new("Schema", DataType::Utf8, false),
         Field::new("Name", DataType::Utf8, false),
-        Field::new("Rows", DataType::Utf8, true),
-        Field::new("Size", DataType::Utf8, true),
+        Field::new("Rows", DataType::Utf8, false),
+        Field::new("Size", DataType::Utf8, false),
         Field::new("Last refreshed", DataType::Utf8, false),
     ]));
     let columns = vec![
@@ -237,8 +237,20 @@ pub fn list_views(
             })
         }),
         column(&|v| Some(v.name.name.clone())),
-        column(&|v| v.snapshot.as_ref().map(|s| s.row_count.to_string())),
-        column(&|v| v.snapshot.as_ref().map(|s| human_size(s.size_bytes))),
+        column(&|v| {
+            Some(
+                v.snapshot
+                    .as_ref()
+                    .map_or(String::new(), |s| s.row_count.to_string()),
+            )
+        }),
+        column(&|v| {
+            Some(
+                v.snapshot
+                    .as_ref()
+                    .map_or(String::new(), |s| human_size(s.size_bytes)),
+            )
+        }),
         column(&|v| {
             Some(match &v.snapshot {
                 Some(s) => time_ago(s.refreshed_at, now),

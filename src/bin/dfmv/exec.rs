@@ -171,10 +171,6 @@ async fn exec_statement(
             let (schema, batches) = display::humanize_show(&batches)?;
             print_batches(app, print_options, schema, &batches, started)
         }
-        statement @ Statement::Drop(_) => {
-            let df = session.execute(statement).await?;
-            print_dataframe(app, print_options, df, started, false).await
-        }
         Statement::DataFusion(statement) => {
             context::prepare_stores(session.context(), &statement).await?;
             // SHOW / SHOW ALL print every setting, whatever --maxrows says.
@@ -186,6 +182,11 @@ async fn exec_statement(
             // CREATE VIEW keeps the text as written.
             let df = session.sql(text).await?;
             print_dataframe(app, print_options, df, started, all_rows).await
+        }
+        // DROP MATERIALIZED VIEW and whatever the library adds: its result as is.
+        statement => {
+            let df = session.execute(statement).await?;
+            print_dataframe(app, print_options, df, started, false).await
         }
     }
 }
@@ -406,7 +407,7 @@ pub async fn backslash(app: &App, print_options: &mut PrintOptions, line: &str) 
         ("i", None) => return Err("Required filename argument is missing".into()),
         ("adopt", Some(dir)) => {
             let dir = std::path::absolute(dir)?;
-            if !crate::adopt::adopt(app, &dir, print_options).await? {
+            if !crate::adopt::adopt(app, &dir).await? {
                 return Err(format!("not everything in {} was adopted", dir.display()).into());
             }
         }

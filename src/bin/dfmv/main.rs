@@ -38,8 +38,7 @@ const DEFAULT_CATALOG: &str = ".dfmv";
     name = "dfmv",
     version,
     about = "DataFusion CLI with materialized views and a persistent catalog",
-    long_about = None,
-    args_conflicts_with_subcommands = true
+    long_about = None
 )]
 struct Args {
     /// Where views and remembered tables are kept: a folder or an object
@@ -50,7 +49,7 @@ struct Args {
     #[arg(
         short = 'p',
         long,
-        help = "Path to your data, default to current directory",
+        help = "Folder to run in (relative paths of data are read from it); default: the current directory",
         value_parser(parse_valid_data_dir)
     )]
     data_path: Option<String>,
@@ -58,7 +57,7 @@ struct Args {
     #[arg(
         short = 'b',
         long,
-        help = "The batch size of each query, or use DataFusion default",
+        help = "Rows per batch when executing queries (default: DataFusion's)",
         value_parser(parse_batch_size)
     )]
     batch_size: Option<usize>,
@@ -67,7 +66,7 @@ struct Args {
         short = 'c',
         long,
         num_args = 0..,
-        help = "Execute the given command string(s), then exit. Commands are expected to be non empty.",
+        help = "Run these statements or backslash commands (several -c allowed), then exit",
         value_parser(parse_command)
     )]
     command: Vec<String>,
@@ -75,7 +74,7 @@ struct Args {
     #[arg(
         short = 'm',
         long,
-        help = "The memory pool limitation (e.g. '10g'), default to None (no limit)",
+        help = "Limit the memory of queries (e.g. '10g'); default: no limit",
         value_parser(parse_memory_limit)
     )]
     memory_limit: Option<usize>,
@@ -84,7 +83,7 @@ struct Args {
         short,
         long,
         num_args = 0..,
-        help = "Execute commands from file(s), then exit",
+        help = "Run the statements of these files, then exit",
         value_parser(parse_valid_file)
     )]
     file: Vec<String>,
@@ -93,58 +92,63 @@ struct Args {
         short = 'r',
         long,
         num_args = 0..,
-        help = "Run the provided files on startup instead of ~/.datafusionrc",
+        help = "Files to run at start-up of the prompt (default: ~/.datafusionrc if it exists)",
         value_parser(parse_valid_file),
         conflicts_with = "file"
     )]
     rc: Option<Vec<String>>,
 
-    #[arg(long, value_enum, default_value_t = PrintFormat::Automatic)]
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = PrintFormat::Automatic,
+        help = "Output format (automatic: a table for results that end, CSV for streams)"
+    )]
     format: PrintFormat,
 
     #[arg(
         short,
         long,
         global = true,
-        help = "Reduce printing other than the results and work quietly"
+        help = "Print only results: no banner, timings, status lines or progress"
     )]
     quiet: bool,
 
     #[arg(
         long,
-        help = "Specify the memory pool type 'greedy' or 'fair'",
+        help = "Memory pool kind: 'greedy' or 'fair'",
         default_value_t = PoolType::Greedy
     )]
     mem_pool_type: PoolType,
 
     #[arg(
         long,
-        help = "The number of top memory consumers to display when query fails due to memory exhaustion. To disable memory consumer tracking, set this value to 0",
+        help = "How many of the largest memory consumers to name when a query runs out of memory (0: do not track them)",
         default_value = "3"
     )]
     top_memory_consumers: usize,
 
     #[arg(
         long,
-        help = "The max number of rows to display for 'Table' format\n[possible values: numbers(0/10/...), inf(no limit)]",
+        help = "Rows shown at most in table output: a number, or 'inf' for all",
         default_value = "40"
     )]
     maxrows: MaxRows,
 
-    #[arg(long, help = "Enables console syntax highlighting")]
+    #[arg(long, help = "Highlight SQL syntax at the prompt")]
     color: bool,
 
     #[arg(
         short = 'd',
         long,
-        help = "Available disk space for spilling queries (e.g. '10g'), default to None (uses DataFusion's default value of '100g')",
+        help = "Disk space queries may spill to (e.g. '10g'); default: DataFusion's (100g)",
         value_parser(parse_disk_limit)
     )]
     disk_limit: Option<usize>,
 
     #[arg(
         long,
-        help = "Specify the default object_store_profiling mode, defaults to 'disabled'.\n[possible values: disabled, summary, trace]",
+        help = "Object store request profiling: disabled, summary or trace",
         default_value_t = InstrumentedObjectStoreMode::Disabled
     )]
     object_store_profiling: InstrumentedObjectStoreMode,
@@ -212,6 +216,9 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         .as_ref()
         .map(|rc| rc.iter().map(|f| absolute_if_local(f)).collect());
     let adopt_dir = match &args.subcommand {
+        Some(Sub::Adopt { .. }) if !args.command.is_empty() || !args.file.is_empty() => {
+            return Err("adopt runs alone: leave out -c and -f".into());
+        }
         Some(Sub::Adopt { dir }) => Some(std::path::absolute(dir)?),
         None => None,
     };
@@ -260,7 +267,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     };
 
     if let Some(dir) = adopt_dir {
-        return adopt::adopt(&app, &dir, &print_options).await;
+        return adopt::adopt(&app, &dir).await;
     }
 
     if args.repl_mode() {
@@ -285,9 +292,13 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         ok &= exec::exec_file(&app, &mut print_options, file).await;
     }
     for command in args.command {
-        if let Err(e) = exec::exec_command(&app, &mut print_options, &command).await {
-            println!("Error: {e}");
-            return Ok(false);
+        match exec::exec_command(&app, &mut print_options, &command).await {
+            Ok(exec::Flow::Continue) => {}
+            Ok(exec::Flow::Quit) => break,
+            Err(e) => {
+                println!("Error: {e}");
+                return Ok(false);
+            }
         }
     }
     Ok(ok)

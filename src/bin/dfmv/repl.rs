@@ -75,7 +75,8 @@ impl DfmvHelper {
 
 /// Whether the cursor is inside a single-quoted string (a file name, most likely).
 fn in_quotes(line: &str, pos: usize) -> bool {
-    line[..pos].chars().filter(|c| *c == '\'').count() % 2 == 1
+    line.get(..pos)
+        .is_some_and(|before| before.chars().filter(|c| *c == '\'').count() % 2 == 1)
 }
 
 impl Completer for DfmvHelper {
@@ -223,10 +224,8 @@ mod tests {
 
     #[test]
     fn completes_file_names_inside_quotes() {
-        assert!(in_quotes(
-            "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'da",
-            51
-        ));
+        let line = "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'da";
+        assert!(in_quotes(line, line.len()));
         assert!(!in_quotes("SELECT 'a' FROM t", 17));
     }
 }

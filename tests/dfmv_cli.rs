@@ -1,0 +1,735 @@
+//! End-to-end tests of the `dfmv` binary: scripts, commands, the prompt
+//! in a pseudo-terminal, errors and exit codes, adoption, progress.
+//!
+//! Each test has its own temporary folder as working directory, home
+//! (so no ~/.datafusionrc is read) and catalog (`catalog/` in it).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dfmv");
+
+/// A test's folder.
+struct Dir {
+    tmp: tempfile::TempDir,
+}
+
+/// What one run of dfmv did.
+#[derive(Debug)]
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Dir {
+    fn new() -> Self {
+        Self {
+            tmp: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    fn join(&self, relative: &str) -> PathBuf {
+        self.path().join(relative)
+    }
+
+    fn write(&self, relative: &str, content: &str) {
+        let path = self.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    /// dfmv with `args`, run in this folder with its own catalog.
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(BIN);
+        command
+            .args(args)
+            .current_dir(self.path())
+            .env("DFMV_CATALOG", self.join("catalog"))
+            .env("HOME", self.path())
+            .env_remove("RUST_LOG")
+            .env_remove("DFMV_WARN_VIEW_SIZE");
+        command
+    }
+
+    fn dfmv(&self, args: &[&str]) -> Run {
+        let output = self.command(args).output().expect("dfmv runs");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// dfmv with `args`, which must succeed; its normalized stdout.
+    fn ok(&self, args: &[&str]) -> String {
+        let run = self.dfmv(args);
+        assert_eq!(run.code, 0, "dfmv {args:?} failed: {run:#?}");
+        normalize(&run.stdout)
+    }
+}
+
+fn banner() -> String {
+    format!(
+        "dfmv v{} (DataFusion CLI v55.2.0)\n",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Masks what changes from run to run: elapsed times, timestamps, and the
+/// digits of sizes (so `3.7 KiB` reads `9.9 KiB`, keeping table widths).
+fn normalize(text: &str) -> String {
+    text.split_inclusive('\n').map(normalize_line).collect()
+}
+
+fn normalize_line(line: &str) -> String {
+    if line.starts_with("Elapsed ") && line.trim_end().ends_with(" seconds.") {
+        return "Elapsed X seconds.\n".to_owned();
+    }
+    let mut chars: Vec<char> = line.chars().collect();
+    // "... written in 0.52 s"
+    let text: String = chars.iter().collect();
+    if let Some(at) = text.find(" written in ") {
+        let start = text[..at].chars().count() + " written in ".len();
+        let end = chars[start..]
+            .iter()
+            .position(|c| !(c.is_ascii_digit() || *c == '.'))
+            .map_or(chars.len(), |n| start + n);
+        chars.splice(start..end, ['X']);
+    }
+    // 2026-12-02 10:03:18 UTC
+    const SHAPE: &str = "0000-00-00 00:00:00 UTC";
+    const MASK: &str = "YYYY-MM-DD HH:MM:SS UTC";
+    let shape: Vec<char> = SHAPE.chars().collect();
+    let mut i = 0;
+    while i + shape.len() <= chars.len() {
+        let fits = shape.iter().zip(&chars[i..]).all(|(s, c)| match s {
+            '0' => c.is_ascii_digit(),
+            s => s == c,
+        });
+        if fits {
+            chars.splice(i..i + shape.len(), MASK.chars());
+            i += shape.len();
+        } else {
+            i += 1;
+        }
+    }
+    // 812 B, 3.7 KiB, 1.2 GiB
+    for unit in [" B", " KiB", " MiB", " GiB"] {
+        let unit: Vec<char> = unit.chars().collect();
+        let mut i = 0;
+        while i + unit.len() <= chars.len() {
+            let after = chars.get(i + unit.len());
+            let ends =
+                after.is_none_or(|c| c.is_whitespace() || *c == '|' || *c == ',' || *c == ')');
+            if chars[i..i + unit.len()] == unit[..] && ends {
+                let mut j = i;
+                while j > 0 && (chars[j - 1].is_ascii_digit() || chars[j - 1] == '.') {
+                    j -= 1;
+                }
+                if j < i && (j == 0 || !chars[j - 1].is_alphanumeric()) {
+                    for c in &mut chars[j..i] {
+                        if c.is_ascii_digit() {
+                            *c = '9';
+                        }
+                    }
+                }
+            }
+            i += 1;
+        }
+    }
+    chars.into_iter().collect()
+}
+
+#[test]
+fn normalize_masks_what_changes() {
+    assert_eq!(
+        normalize("Elapsed 0.012 seconds.\n"),
+        "Elapsed X seconds.\n"
+    );
+    assert_eq!(
+        normalize("REFRESH MATERIALIZED VIEW v: full, 3 rows written in 0.52 s\n"),
+        "REFRESH MATERIALIZED VIEW v: full, 3 rows written in X s\n"
+    );
+    assert_eq!(
+        normalize("| 2026-12-02 10:03:18 UTC | 3.7 KiB | 812 B |\n"),
+        "| YYYY-MM-DD HH:MM:SS UTC | 9.9 KiB | 999 B |\n"
+    );
+}
+
+// ---- a script, then a second process --------------------------------------
+
+#[test]
+fn script_then_refresh_and_query_in_a_second_process() {
+    let dir = Dir::new();
+    dir.write("src/jan.csv", "region,amount\nnorth,10\nsouth,5\nnorth,2\n");
+    dir.write(
+        "setup.sql",
+        "-- sources and a view\n\
+         CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION 'src/';\n\
+         CREATE MATERIALIZED VIEW totals AS\n\
+         \x20 SELECT region, count(*) AS n, sum(amount) AS total\n\
+         \x20 FROM orders GROUP BY region;\n",
+    );
+    assert_eq!(
+        dir.ok(&["-f", "setup.sql"]),
+        format!(
+            "{}0 row(s) fetched. \nElapsed X seconds.\n\n\
+             CREATE MATERIALIZED VIEW totals: full, 2 rows written in X s\n",
+            banner()
+        )
+    );
+
+    // The source changes; a new process refreshes and queries the view.
+    dir.write("src/feb.csv", "region,amount\neast,7\nnorth,1\n");
+    let out = dir.ok(&[
+        "-c",
+        "SELECT * FROM totals ORDER BY region",
+        "-c",
+        "REFRESH MATERIALIZED VIEW totals",
+        "-c",
+        "SELECT * FROM totals ORDER BY region",
+    ]);
+    let expected = format!(
+        "{}\
++--------+---+-------+
+| region | n | total |
++--------+---+-------+
+| north  | 2 | 12    |
+| south  | 1 | 5     |
++--------+---+-------+
+2 row(s) fetched. 
+Elapsed X seconds.
+
+REFRESH MATERIALIZED VIEW totals: full, 3 rows written in X s
++--------+---+-------+
+| region | n | total |
++--------+---+-------+
+| east   | 1 | 7     |
+| north  | 3 | 13    |
+| south  | 1 | 5     |
++--------+---+-------+
+3 row(s) fetched. 
+Elapsed X seconds.
+
+",
+        banner()
+    );
+    assert_eq!(out, expected);
+
+    // The catalog is where DFMV_CATALOG says, and --catalog wins over it.
+    assert!(dir.join("catalog/_matview").is_dir());
+    let elsewhere = dir.join("other");
+    let run = dir.dfmv(&["--catalog", elsewhere.to_str().unwrap(), "-q", "-c", "\\dm"]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, ""));
+    assert_eq!(run.stderr, "");
+}
+
+// ---- every statement, through -c and through -f ----------------------------
+
+const STATEMENTS: [&str; 11] = [
+    "CREATE TABLE t AS VALUES (1, 'a'), (2, 'b'), (3, 'a')",
+    "CREATE MATERIALIZED VIEW v AS SELECT column2 AS k, count(*) AS n FROM t GROUP BY column2",
+    "CREATE MATERIALIZED VIEW empty_v AS SELECT column1 AS x FROM t WITH NO DATA",
+    "CREATE MATERIALIZED VIEW IF NOT EXISTS v AS SELECT 1 AS one",
+    "REFRESH MATERIALIZED VIEW v",
+    "SELECT * FROM v ORDER BY k",
+    "\\dm",
+    "\\dm e*",
+    "SHOW MATERIALIZED VIEWS LIKE 'v'",
+    "DROP MATERIALIZED VIEW empty_v",
+    "\\dm empty*",
+];
+
+fn statements_expected() -> String {
+    format!(
+        "{}\
+0 row(s) fetched. 
+Elapsed X seconds.
+
+CREATE MATERIALIZED VIEW v: full, 2 rows written in X s
+CREATE MATERIALIZED VIEW empty_v: not populated (WITH NO DATA); use REFRESH MATERIALIZED VIEW empty_v
+REFRESH MATERIALIZED VIEW v: full, 2 rows written in X s
++---+---+
+| k | n |
++---+---+
+| a | 2 |
+| b | 1 |
++---+---+
+2 row(s) fetched. 
+Elapsed X seconds.
+
++--------+---------+------+---------+------------------------+
+| Schema | Name    | Rows | Size    | Last refreshed         |
++--------+---------+------+---------+------------------------+
+| public | empty_v |      |         | not populated          |
+| public | v       | 2    | 9.9 KiB | less than a minute ago |
++--------+---------+------+---------+------------------------+
+2 row(s) fetched. 
+Elapsed X seconds.
+
++--------+---------+------+------+----------------+
+| Schema | Name    | Rows | Size | Last refreshed |
++--------+---------+------+------+----------------+
+| public | empty_v |      |      | not populated  |
++--------+---------+------+------+----------------+
+1 row(s) fetched. 
+Elapsed X seconds.
+
++---------------+--------------+------------+------------------------------------------------------------+-----------+-----------+---------+-------------------------+-------------------------+
+| table_catalog | table_schema | table_name | definition                                                 | populated | row_count | size    | last_refreshed          | created_at              |
++---------------+--------------+------------+------------------------------------------------------------+-----------+-----------+---------+-------------------------+-------------------------+
+| datafusion    | public       | v          | SELECT column2 AS k, count(*) AS n FROM t GROUP BY column2 | true      | 2         | 9.9 KiB | YYYY-MM-DD HH:MM:SS UTC | YYYY-MM-DD HH:MM:SS UTC |
++---------------+--------------+------------+------------------------------------------------------------+-----------+-----------+---------+-------------------------+-------------------------+
+1 row(s) fetched. 
+Elapsed X seconds.
+
+0 row(s) fetched. 
+Elapsed X seconds.
+
+",
+        banner()
+    )
+}
+
+#[test]
+fn every_statement_through_c() {
+    let dir = Dir::new();
+    let mut args = vec![];
+    for statement in STATEMENTS {
+        args.extend(["-c", statement]);
+    }
+    let run = dir.dfmv(&args);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(normalize(&run.stdout), statements_expected());
+    assert_eq!(
+        run.stderr,
+        "NOTICE: relation \"v\" already exists, skipping\n\
+         Did not find any materialized view named \"empty*\".\n"
+    );
+}
+
+#[test]
+fn every_statement_through_f() {
+    let dir = Dir::new();
+    let script: String = STATEMENTS
+        .iter()
+        .map(|s| {
+            if s.starts_with('\\') {
+                format!("{s}\n")
+            } else {
+                format!("{s};\n")
+            }
+        })
+        .collect();
+    dir.write("all.sql", &script);
+    let run = dir.dfmv(&["-f", "all.sql"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(normalize(&run.stdout), statements_expected());
+    assert_eq!(
+        run.stderr,
+        "NOTICE: relation \"v\" already exists, skipping\n\
+         Did not find any materialized view named \"empty*\".\n"
+    );
+}
+
+// ---- the prompt ---------------------------------------------------------------
+
+#[test]
+fn the_prompt_runs_multi_line_statements_and_survives_errors() {
+    let dir = Dir::new();
+    dir.write("src/a.csv", "k,x\na,1\nb,2\na,3\n");
+    dir.ok(&[
+        "-c",
+        "CREATE EXTERNAL TABLE src STORED AS CSV LOCATION 'src/'",
+        "-c",
+        "CREATE MATERIALIZED VIEW v AS SELECT k, sum(x) AS s FROM src GROUP BY k",
+    ]);
+    dir.write("src/b.csv", "k,x\nc,4\n");
+
+    let mut command = dir.command(&[]);
+    command.env("TERM", "xterm");
+    let options = rexpect::reader::Options::new()
+        .timeout_ms(Some(60_000))
+        .strip_ansi_escape_codes(true);
+    let mut p = rexpect::session::spawn_with_options(command, options).expect("pty");
+    p.exp_string("> ").unwrap();
+    p.send_line("REFRESH MATERIALIZED").unwrap();
+    p.send_line(" VIEW v;").unwrap();
+    p.exp_string("REFRESH MATERIALIZED VIEW v: full, 3 rows written in ")
+        .unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("\\dm").unwrap();
+    p.exp_string("| Schema | Name | Rows | Size ").unwrap();
+    p.exp_string("| public | v    | 3    | ").unwrap();
+    p.exp_string("1 row(s) fetched.").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("REFRESH MATERIALIZED VIEW nope;").unwrap();
+    p.exp_string("Error: materialized view \"nope\" does not exist")
+        .unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("SELECT count(*) AS views FROM materialized_views();")
+        .unwrap();
+    p.exp_string("| views |").unwrap();
+    p.exp_string("| 1     |").unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("\\q").unwrap();
+    p.exp_eof().unwrap();
+    // The prompt keeps datafusion-cli's history file.
+    let history = std::fs::read_to_string(dir.join(".history")).unwrap();
+    assert!(history.contains("\\dm"), "{history}");
+}
+
+// ---- bad input -------------------------------------------------------------------
+
+/// Runs `sql` once with -c and once as a script with -f; both must fail
+/// with a message containing `message` (stdout for -c, stderr for -f).
+fn fails_both_ways(dir: &Dir, sql: &str, message: &str) {
+    let run = dir.dfmv(&["-q", "-c", sql]);
+    assert_ne!(run.code, 0, "-c {sql}: {run:#?}");
+    assert!(
+        run.stdout.contains(&format!("Error: {message}")),
+        "-c {sql}: {run:#?}"
+    );
+    dir.write(
+        "bad.sql",
+        &format!("SELECT 1 AS before;\n{sql};\nSELECT 2 AS after;\n"),
+    );
+    let run = dir.dfmv(&["-q", "-f", "bad.sql"]);
+    assert_ne!(run.code, 0, "-f {sql}: {run:#?}");
+    assert!(
+        run.stderr.contains(&format!("Error: {message}")),
+        "-f {sql}: {run:#?}"
+    );
+    // The script went on after the error, as datafusion-cli's does.
+    assert!(run.stdout.contains("| after |"), "-f {sql}: {run:#?}");
+}
+
+#[test]
+fn bad_input_fails_with_a_clear_message_and_status() {
+    let dir = Dir::new();
+    fails_both_ways(
+        &dir,
+        "REFRESH MATERIALIZED VIEW",
+        "SQL error: ParserError(\"Expected: identifier, found: ",
+    );
+    fails_both_ways(
+        &dir,
+        "SELEC 1",
+        "SQL error: ParserError(\"Expected: an SQL statement, found: SELEC",
+    );
+    fails_both_ways(
+        &dir,
+        "REFRESH MATERIALIZED VIEW nope",
+        "materialized view \"nope\" does not exist",
+    );
+    fails_both_ways(
+        &dir,
+        "CREATE EXTERNAL TABLE gone STORED AS CSV LOCATION 'missing.csv'",
+        "Error during planning: No files found at file://",
+    );
+
+    // A source whose files disappeared: a warning when the catalog opens,
+    // and a refresh that names the missing table.
+    dir.write("src/a.csv", "k\n1\n");
+    dir.ok(&[
+        "-c",
+        "CREATE EXTERNAL TABLE src STORED AS CSV LOCATION 'src/'",
+        "-c",
+        "CREATE MATERIALIZED VIEW v AS SELECT count(*) AS n FROM src",
+    ]);
+    std::fs::remove_file(dir.join("src/a.csv")).unwrap();
+    let run = dir.dfmv(&["-c", "REFRESH MATERIALIZED VIEW v"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.starts_with(
+            "Warning: could not restore table src: Error during planning: No files found"
+        ),
+        "{run:#?}"
+    );
+    assert_eq!(
+        run.stdout,
+        format!(
+            "{}Error: could not refresh materialized view \"v\": relation \"src\" does not exist\n",
+            banner()
+        )
+    );
+    fails_both_ways(
+        &dir,
+        "REFRESH MATERIALIZED VIEW v",
+        "could not refresh materialized view \"v\": relation \"src\" does not exist",
+    );
+    // The view still has its data.
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT n FROM v"]),
+        "n\n1\n"
+    );
+
+    // Unknown backslash commands and files.
+    let run = dir.dfmv(&["-q", "-c", "\\nope"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(
+        run.stdout,
+        "Error: '\\nope' is not a valid command, you can use '\\?' to see all commands\n"
+    );
+    let run = dir.dfmv(&["-q", "-f", "no-such-file.sql"]);
+    assert_eq!(run.code, 2, "clap refuses it: {run:#?}");
+    assert!(
+        run.stderr.contains("Invalid file 'no-such-file.sql'"),
+        "{run:#?}"
+    );
+}
+
+// ---- adoption ---------------------------------------------------------------------
+
+#[test]
+fn adopts_the_old_layout_and_refreshes_in_a_new_process() {
+    let dir = Dir::new();
+    dir.write(
+        "legacy/data/orders.csv",
+        "day,amount\n2026-01-01,10\n2026-01-01,5\n2026-01-02,7\n",
+    );
+    // Make the Parquet data the old way (COPY ... TO), with a scratch catalog.
+    dir.ok(&[
+        "--catalog",
+        dir.join("scratch").to_str().unwrap(),
+        "-q",
+        "-c",
+        "CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION 'legacy/data/orders.csv'",
+        "-c",
+        "COPY (SELECT day, sum(amount) AS total FROM orders GROUP BY day ORDER BY day) \
+         TO 'legacy/views/daily/part-0.parquet' STORED AS PARQUET",
+    ]);
+    dir.write(
+        "legacy/state.sql",
+        "-- the old set-up script\n\
+         CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION 'data/orders.csv';\n\
+         CREATE EXTERNAL TABLE daily STORED AS PARQUET LOCATION 'views/daily/';\n",
+    );
+    dir.write(
+        "legacy/views/manifest.json",
+        r#"{
+  "views": {
+    "daily": {
+      "sql": "SELECT day, sum(amount) AS total FROM orders GROUP BY day",
+      "parquet_path": "daily",
+      "created_at": "2026-01-03T00:00:00Z",
+      "last_refreshed": "2026-01-03T00:00:00Z"
+    },
+    "stale": {
+      "sql": "SELECT count(*) AS n FROM orders",
+      "parquet_path": "stale.parquet",
+      "created_at": "2026-01-03T00:00:00Z",
+      "last_refreshed": "2026-01-03T00:00:00Z"
+    }
+  }
+}"#,
+    );
+    let run = dir.dfmv(&["adopt", "legacy"]);
+    assert_eq!(run.code, 1, "one view was not adopted: {run:#?}");
+    assert_eq!(
+        run.stdout,
+        format!(
+            "state.sql: 1 statement run; skipped daily (adopted as a materialized view)\n\
+             adopted daily (2 rows)\n\
+             not adopted stale: Parquet data not found: {}\n\
+             1 of 2 views adopted, 1 not adopted\n",
+            dir.join("legacy/views/stale.parquet").display()
+        )
+    );
+    assert_eq!(run.stderr, "");
+
+    // Adopting again changes nothing and fails no more than before.
+    let run = dir.dfmv(&["adopt", "legacy"]);
+    assert_eq!(
+        run.stdout,
+        format!(
+            "state.sql: 0 statements run; skipped orders (already exists), daily (adopted as a materialized view)\n\
+             adopted daily (already in the catalog)\n\
+             not adopted stale: Parquet data not found: {}\n\
+             1 of 2 views adopted, 1 not adopted\n",
+            dir.join("legacy/views/stale.parquet").display()
+        ),
+        "{run:#?}"
+    );
+
+    // A new process, in another working directory: the adopted view has the
+    // old data, and refreshes from the remembered source.
+    std::fs::write(
+        dir.join("legacy/data/orders.csv"),
+        "day,amount\n2026-01-01,10\n2026-01-01,5\n2026-01-02,7\n2026-01-03,1\n",
+    )
+    .unwrap();
+    let elsewhere = dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let output = dir
+        .command(&[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT * FROM daily ORDER BY day",
+            "-c",
+            "REFRESH MATERIALIZED VIEW daily",
+            "-c",
+            "SELECT * FROM daily ORDER BY day",
+        ])
+        .current_dir(&elsewhere)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:#?}");
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "day,total\n2026-01-01,15\n2026-01-02,7\n\
+         day,total\n2026-01-01,15\n2026-01-02,7\n2026-01-03,1\n"
+    );
+}
+
+#[test]
+fn adoption_reports_views_it_cannot_take() {
+    let dir = Dir::new();
+    dir.write("legacy/data/t.csv", "a,b\n1,x\n");
+    dir.ok(&[
+        "--catalog",
+        dir.join("scratch").to_str().unwrap(),
+        "-q",
+        "-c",
+        "COPY (SELECT 1 AS other) TO 'legacy/views/wrong.parquet' STORED AS PARQUET",
+    ]);
+    dir.write(
+        "legacy/state.sql",
+        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'data/t.csv';\n",
+    );
+    dir.write(
+        "legacy/views/manifest.json",
+        r#"{"views": {
+            "bad_sql": {"sql": "SELEC a FROM t", "parquet_path": "wrong.parquet"},
+            "no_path": {"sql": "SELECT a FROM t"},
+            "wrong": {"sql": "SELECT a FROM t", "parquet_path": "wrong.parquet"}
+        }}"#,
+    );
+    let run = dir.dfmv(&["-q", "adopt", "legacy"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines[0], "state.sql: 1 statement run");
+    assert!(
+        lines[1].starts_with("not adopted bad_sql: SQL error: ParserError"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[2],
+        "not adopted no_path: no \"parquet_path\" in the manifest"
+    );
+    assert!(
+        lines[3].starts_with("not adopted wrong: the columns of ")
+            && lines[3].contains("(other Int64) are not those of the view's query (a Int64)"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[4], "0 of 3 views adopted, 3 not adopted");
+    // Nothing half-adopted is left behind.
+    assert_eq!(dir.ok(&["-q", "-c", "\\dm"]), "");
+}
+
+// ---- progress and quiet ------------------------------------------------------------
+
+/// A view that takes a while to compute in a debug build.
+const SLOW_VIEW: &str = "CREATE MATERIALIZED VIEW slow AS \
+    SELECT value AS v, value * 2 AS w FROM generate_series(1, 3000000)";
+
+#[test]
+fn no_progress_indicator_when_piped_and_quiet_prints_only_results() {
+    let dir = Dir::new();
+    let run = dir.dfmv(&["-c", SLOW_VIEW, "-c", "REFRESH MATERIALIZED VIEW slow"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        normalize(&run.stdout),
+        format!(
+            "{}CREATE MATERIALIZED VIEW slow: full, 3000000 rows written in X s\n\
+             REFRESH MATERIALIZED VIEW slow: full, 3000000 rows written in X s\n",
+            banner()
+        )
+    );
+    assert_eq!(run.stderr, "", "no indicator, no escape codes");
+
+    let run = dir.dfmv(&[
+        "--quiet",
+        "-c",
+        "REFRESH MATERIALIZED VIEW slow",
+        "-c",
+        "SELECT count(*) AS n FROM slow",
+        "-c",
+        "DROP MATERIALIZED VIEW slow",
+    ]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        "+---------+\n| n       |\n+---------+\n| 3000000 |\n+---------+\n"
+    );
+    assert_eq!(run.stderr, "");
+}
+
+#[test]
+fn progress_indicator_on_a_terminal() {
+    let dir = Dir::new();
+    let mut command = dir.command(&["-c", SLOW_VIEW]);
+    command.env("TERM", "xterm");
+    let options = rexpect::reader::Options::new()
+        .timeout_ms(Some(120_000))
+        .strip_ansi_escape_codes(true);
+    let mut p = rexpect::session::spawn_with_options(command, options).expect("pty");
+    p.exp_string("slow: ").unwrap();
+    p.exp_string(" rows so far, ").unwrap();
+    let rest = p.exp_eof().unwrap();
+    assert!(
+        rest.contains("CREATE MATERIALIZED VIEW slow: full, 3000000 rows written in "),
+        "{rest}"
+    );
+}
+
+#[test]
+fn large_views_are_warned_about() {
+    let dir = Dir::new();
+    let run = dir
+        .command(&[
+            "-q",
+            "-c",
+            "CREATE MATERIALIZED VIEW v AS SELECT value FROM generate_series(1, 1000)",
+        ])
+        .env("DFMV_WARN_VIEW_SIZE", "1k")
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{run:#?}");
+    let stderr = normalize(&String::from_utf8_lossy(&run.stderr));
+    assert_eq!(
+        stderr,
+        "Warning: materialized view v holds 9.9 KiB of data (more than 9.9 KiB)\n"
+    );
+}
+
+// ---- the README's demo -------------------------------------------------------------
+
+#[test]
+fn the_demo_script_runs_and_runs_again() {
+    let dir = Dir::new();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::os::unix::fs::symlink(examples, dir.join("examples")).unwrap();
+    for _ in 0..2 {
+        let run = dir.dfmv(&["-q", "--format", "csv", "-f", "examples/demo.sql"]);
+        assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:#?}");
+        let before = "region,orders,total\n\
+                      east,2,460.0\nnorth,3,250.25\nsouth,2,100.49\nwest,1,65.75\n";
+        let after = "region,orders,total\n\
+                     east,3,559.9\nnorth,4,305.25\nsouth,3,230.74\nwest,3,318.25\n";
+        let expected = format!("count\n8\n{before}count\n13\n{before}{after}");
+        assert!(run.stdout.starts_with(&expected), "{}", run.stdout);
+        assert!(
+            run.stdout.contains("public,demo_sales_by_region,4,"),
+            "{}",
+            run.stdout
+        );
+    }
+}
