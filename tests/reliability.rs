@@ -25,6 +25,9 @@ use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
+use futures::TryStreamExt;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
 
 // ---- helpers -------------------------------------------------------------
 
@@ -35,31 +38,115 @@ fn options(retention: Duration) -> MatviewOptions {
     }
 }
 
-async fn open(catalog: &Path, retention: Duration) -> MatviewSession {
-    MatviewSession::open_with_options(
-        SessionContext::new(),
-        &catalog.display().to_string(),
-        options(retention),
-    )
-    .await
-    .unwrap()
+/// Where a catalog lives: a local folder, or a prefix on the S3-compatible
+/// server `.ci/run` starts (`DFMV_TEST_S3_ENDPOINT`).
+#[derive(Debug, Clone)]
+struct Target {
+    location: String,
+    url: url::Url,
+    store: Arc<dyn ObjectStore>,
+    root: ObjectPath,
 }
 
-/// A session whose `file://` store is instrumented.
-async fn open_instrumented(
-    catalog: &Path,
-    retention: Duration,
-) -> (MatviewSession, InstrumentedStore) {
-    let store = InstrumentedStore::new(Arc::new(object_store::local::LocalFileSystem::new()));
-    let ctx = SessionContext::new();
-    ctx.register_object_store(
-        &url::Url::parse("file://").unwrap(),
-        Arc::new(store.clone()),
-    );
-    let s =
-        MatviewSession::open_with_options(ctx, &catalog.display().to_string(), options(retention))
+impl Target {
+    fn local(dir: &Path) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let absolute = std::fs::canonicalize(dir).unwrap();
+        Self {
+            location: absolute.display().to_string(),
+            url: url::Url::parse("file://").unwrap(),
+            store: Arc::new(object_store::local::LocalFileSystem::new()),
+            root: ObjectPath::from_absolute_path(&absolute).unwrap(),
+        }
+    }
+
+    /// A fresh prefix on the S3 server; `None` (skip) when none is
+    /// configured, which CI does not allow.
+    fn s3() -> Option<Self> {
+        let Ok(endpoint) = std::env::var("DFMV_TEST_S3_ENDPOINT") else {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must run the S3 tests: set DFMV_TEST_S3_ENDPOINT (see .ci/run)"
+            );
+            eprintln!("DFMV_TEST_S3_ENDPOINT is not set: skipping an S3 test");
+            return None;
+        };
+        let prefix = format!("reliability/{}", uuid::Uuid::new_v4().simple());
+        Some(Self::s3_at(&endpoint, &prefix))
+    }
+
+    fn s3_at(endpoint: &str, prefix: &str) -> Self {
+        let bucket = std::env::var("DFMV_TEST_S3_BUCKET").unwrap_or_else(|_| "dfmv-test".into());
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(endpoint)
+            .with_bucket_name(&bucket)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .build()
+            .unwrap();
+        Self {
+            location: format!("s3://{bucket}/{prefix}"),
+            url: url::Url::parse(&format!("s3://{bucket}")).unwrap(),
+            store: Arc::new(store),
+            root: ObjectPath::from(prefix),
+        }
+    }
+
+    /// The target a child process was given.
+    fn from_env() -> Self {
+        let location = std::env::var("DFMV_CATALOG").unwrap();
+        match location.strip_prefix("s3://") {
+            Some(rest) => {
+                let (_, prefix) = rest.split_once('/').unwrap();
+                Self::s3_at(&std::env::var("DFMV_TEST_S3_ENDPOINT").unwrap(), prefix)
+            }
+            None => Self::local(Path::new(&location)),
+        }
+    }
+
+    /// A context where the target's store is `store` (or the plain one).
+    fn context(&self, store: Option<Arc<dyn ObjectStore>>) -> SessionContext {
+        let ctx = SessionContext::new();
+        ctx.register_object_store(&self.url, store.unwrap_or_else(|| Arc::clone(&self.store)));
+        ctx
+    }
+
+    /// Every object under the catalog, relative to it.
+    async fn files(&self) -> BTreeSet<String> {
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&self.root))
+            .try_collect()
             .await
             .unwrap();
+        metas
+            .into_iter()
+            .map(|m| {
+                let parts: Vec<_> = m.location.prefix_match(&self.root).unwrap().collect();
+                ObjectPath::from_iter(parts).to_string()
+            })
+            .collect()
+    }
+}
+
+async fn open(target: &Target, retention: Duration) -> MatviewSession {
+    MatviewSession::open_with_options(target.context(None), &target.location, options(retention))
+        .await
+        .unwrap()
+}
+
+/// A session whose store is instrumented.
+async fn open_instrumented(
+    target: &Target,
+    retention: Duration,
+) -> (MatviewSession, InstrumentedStore) {
+    let store = InstrumentedStore::new(Arc::clone(&target.store));
+    let ctx = target.context(Some(Arc::new(store.clone())));
+    let s = MatviewSession::open_with_options(ctx, &target.location, options(retention))
+        .await
+        .unwrap();
     (s, store)
 }
 
@@ -132,10 +219,10 @@ fn child() {
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let catalog = PathBuf::from(std::env::var("DFMV_CATALOG").unwrap());
+        let target = Target::from_env();
         match role.as_str() {
-            "crash" => crash_scenario(&catalog).await,
-            "worker" => worker(&catalog).await,
+            "crash" => crash_scenario(&target).await,
+            "worker" => worker(&target).await,
             other => panic!("unknown child role {other}"),
         }
     });
@@ -143,10 +230,15 @@ fn child() {
 
 // ---- crash safety ----------------------------------------------------------
 
-/// Lays out a source and a catalog with view `a` over the first source file.
-async fn crash_setup(dir: &Path) -> (PathBuf, PathBuf) {
+/// Lays out a source (in `dir`) and a catalog (local in `dir`, or on S3)
+/// with view `a` over the first source file.
+async fn crash_setup(dir: &Path, s3: bool) -> (PathBuf, Target) {
     let source = dir.join("source");
-    let catalog = dir.join("catalog");
+    let catalog = if s3 {
+        Target::s3().unwrap()
+    } else {
+        Target::local(&dir.join("catalog"))
+    };
     std::fs::create_dir_all(&source).unwrap();
     write_csv(&source.join("1.csv"), 1..=50);
     let s = open(&catalog, Duration::ZERO).await;
@@ -161,7 +253,7 @@ async fn crash_setup(dir: &Path) -> (PathBuf, PathBuf) {
 /// The child's work: every kind of statement that writes. With
 /// `DFMV_FAULT` set, the instrumented store kills the process at that write;
 /// without it, the child prints how many writes the scenario makes.
-async fn crash_scenario(catalog: &Path) {
+async fn crash_scenario(catalog: &Target) {
     let source = PathBuf::from(std::env::var("DFMV_SOURCE").unwrap());
     let (s, store) = open_instrumented(catalog, Duration::ZERO).await;
     s.sql(&source_sql(&source)).await.unwrap();
@@ -193,10 +285,10 @@ async fn crash_scenario(catalog: &Path) {
 
 /// After a kill: the catalog opens, every view is complete old or new data,
 /// and cleanup leaves exactly the files of the committed snapshots.
-async fn check_after_crash(catalog: &Path, source: &Path) -> Result<(), String> {
+async fn check_after_crash(catalog: &Target, source: &Path) -> Result<(), String> {
     let s = MatviewSession::open_with_options(
-        SessionContext::new(),
-        &catalog.display().to_string(),
+        catalog.context(None),
+        &catalog.location,
         options(Duration::ZERO),
     )
     .await
@@ -242,7 +334,9 @@ async fn check_after_crash(catalog: &Path, source: &Path) -> Result<(), String> 
             expected.insert(format!("{}/_snapshot.json", view.snapshot_dir(snapshot)));
         }
     }
-    let data: BTreeSet<String> = files_under(catalog)
+    let data: BTreeSet<String> = catalog
+        .files()
+        .await
         .into_iter()
         .filter(|f| !f.starts_with("_matview/"))
         .collect();
@@ -261,12 +355,16 @@ async fn check_after_crash(catalog: &Path, source: &Path) -> Result<(), String> 
 }
 
 /// Runs one crash trial; returns whether the child died (rather than finished).
-async fn crash_trial(fault: Option<&str>, kill_after: Option<Duration>) -> Result<bool, String> {
+async fn crash_trial(
+    s3: bool,
+    fault: Option<&str>,
+    kill_after: Option<Duration>,
+) -> Result<bool, String> {
     let dir = tempfile::tempdir().unwrap();
-    let (source, catalog) = crash_setup(dir.path()).await;
+    let (source, catalog) = crash_setup(dir.path(), s3).await;
     let mut vars = vec![
         ("DFMV_CHILD", "crash".to_string()),
-        ("DFMV_CATALOG", catalog.display().to_string()),
+        ("DFMV_CATALOG", catalog.location.clone()),
         ("DFMV_SOURCE", source.display().to_string()),
     ];
     if let Some(f) = fault {
@@ -298,14 +396,14 @@ async fn crash_trial(fault: Option<&str>, kill_after: Option<Duration>) -> Resul
 
 /// Runs the scenario once without faults: its number of writes and how
 /// long the child process takes.
-fn measure_scenario() -> (u64, Duration) {
+fn measure_scenario(s3: bool) -> (u64, Duration) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (source, catalog) = rt.block_on(crash_setup(dir.path()));
+    let (source, catalog) = rt.block_on(crash_setup(dir.path(), s3));
     let started = Instant::now();
     let out = spawn_child(&[
         ("DFMV_CHILD", "crash".to_string()),
-        ("DFMV_CATALOG", catalog.display().to_string()),
+        ("DFMV_CATALOG", catalog.location.clone()),
         ("DFMV_SOURCE", source.display().to_string()),
     ])
     .output()
@@ -334,7 +432,7 @@ fn next_random(state: &mut u64) -> u64 {
 }
 
 /// Kills the scenario's child at random times within its usual run time.
-fn random_kills(trials: u64, scenario: Duration) {
+fn random_kills(s3: bool, trials: u64, scenario: Duration) {
     let seed = std::env::var("DFMV_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -352,7 +450,7 @@ fn random_kills(trials: u64, scenario: Duration) {
     for trial in 0..trials {
         let range = scenario.as_millis() as u64 + 1;
         let delay = Duration::from_millis(next_random(&mut state) % range);
-        match rt.block_on(crash_trial(None, Some(delay))) {
+        match rt.block_on(crash_trial(s3, None, Some(delay))) {
             Ok(died) => killed += u64::from(died),
             Err(e) => panic!("trial {trial} (kill after {delay:?}, DFMV_CRASH_SEED={seed}): {e}"),
         }
@@ -360,9 +458,10 @@ fn random_kills(trials: u64, scenario: Duration) {
     println!("random kills: {killed} of {trials} children killed mid-scenario, no data lost");
 }
 
-#[test]
-fn sigkill_at_every_write_loses_nothing() {
-    let (writes, took) = measure_scenario();
+/// Kills the scenario's child before and after each of its writes, then
+/// at random times; checks the catalog after every kill.
+fn sigkill_at_every_write(s3: bool) {
+    let (writes, took) = measure_scenario(s3);
     assert!(writes >= 10, "the scenario makes {writes} writes");
     let rt = tokio::runtime::Runtime::new().unwrap();
     // The number of writes varies a little between runs (DataFusion's
@@ -372,7 +471,7 @@ fn sigkill_at_every_write_loses_nothing() {
     for n in 1..=writes {
         for when in ["kill-before", "kill-after"] {
             let fault = format!("{when}:{n}");
-            match rt.block_on(crash_trial(Some(&fault), None)) {
+            match rt.block_on(crash_trial(s3, Some(&fault), None)) {
                 Ok(died) => killed += u64::from(died),
                 Err(e) => panic!("{fault}: {e}"),
             }
@@ -383,29 +482,41 @@ fn sigkill_at_every_write_loses_nothing() {
         killed * 10 >= points * 9,
         "only {killed} of {points} kill points were reached"
     );
+    let store = if s3 { "S3" } else { "local folder" };
     println!(
-        "deterministic kills: {killed} processes killed at {points} kill points over {writes} writes, no data lost"
+        "deterministic kills ({store}): {killed} processes killed at {points} kill points over {writes} writes, no data lost"
     );
-    random_kills(
-        std::env::var("DFMV_CRASH_TRIALS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(10),
-        took,
-    );
+    random_kills(s3, trials_from_env(10), took);
+}
+
+fn trials_from_env(default: u64) -> u64 {
+    std::env::var("DFMV_CRASH_TRIALS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn sigkill_at_every_write_loses_nothing() {
+    sigkill_at_every_write(false);
+}
+
+#[test]
+fn sigkill_at_every_write_loses_nothing_on_s3() {
+    if Target::s3().is_some() {
+        sigkill_at_every_write(true);
+    }
 }
 
 #[test]
 #[ignore = "long: DFMV_CRASH_TRIALS=500 cargo test --release --test reliability -- --ignored --nocapture"]
 fn sigkill_at_random_times_long() {
-    let (_, took) = measure_scenario();
-    random_kills(
-        std::env::var("DFMV_CRASH_TRIALS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(200),
-        took,
-    );
+    let (_, took) = measure_scenario(false);
+    random_kills(false, trials_from_env(200), took);
+    if Target::s3().is_some() {
+        let (_, took) = measure_scenario(true);
+        random_kills(true, trials_from_env(200), took);
+    }
 }
 
 // ---- failed writes ---------------------------------------------------------
@@ -414,7 +525,7 @@ fn sigkill_at_random_times_long() {
 async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog");
-    let (s, store) = open_instrumented(&catalog, Duration::from_secs(3600)).await;
+    let (s, store) = open_instrumented(&Target::local(&catalog), Duration::from_secs(3600)).await;
     s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
         .await
         .unwrap();
@@ -460,7 +571,7 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
     );
     // Whatever the failed attempts wrote is removed.
     s.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
-    let s2 = open(&catalog, Duration::ZERO).await;
+    let s2 = open(&Target::local(&catalog), Duration::ZERO).await;
     s2.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
     let manifest = s2.catalog().current();
     let snapshot = manifest.views[0].snapshot.as_ref().unwrap();
@@ -478,7 +589,7 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
 // ---- concurrent processes --------------------------------------------------
 
 /// A worker process: refreshes the shared view and creates and drops its own.
-async fn worker(catalog: &Path) {
+async fn worker(catalog: &Target) {
     let id: usize = std::env::var("DFMV_WORKER").unwrap().parse().unwrap();
     let rounds: usize = std::env::var("DFMV_ROUNDS").unwrap().parse().unwrap();
     let s = open(catalog, Duration::from_secs(3600)).await;
@@ -508,14 +619,13 @@ async fn worker(catalog: &Path) {
     println!("REFRESHED {refreshed} CONFLICTS {conflicts}");
 }
 
-#[test]
-fn concurrent_processes_never_lose_or_double_commit() {
+/// Several processes refresh one view and create and drop their own, all
+/// at once, against one catalog.
+fn concurrent_processes(catalog: &Target) {
     let (workers, rounds) = (4, 6);
-    let dir = tempfile::tempdir().unwrap();
-    let catalog = dir.path().join("catalog");
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let s = open(&catalog, Duration::from_secs(3600)).await;
+        let s = open(catalog, Duration::from_secs(3600)).await;
         s.sql(
             "CREATE MATERIALIZED VIEW shared AS SELECT value AS x FROM generate_series(1, 20000)",
         )
@@ -526,7 +636,7 @@ fn concurrent_processes_never_lose_or_double_commit() {
         .map(|id| {
             spawn_child(&[
                 ("DFMV_CHILD", "worker".to_string()),
-                ("DFMV_CATALOG", catalog.display().to_string()),
+                ("DFMV_CATALOG", catalog.location.clone()),
                 ("DFMV_WORKER", id.to_string()),
                 ("DFMV_ROUNDS", rounds.to_string()),
             ])
@@ -554,7 +664,7 @@ fn concurrent_processes_never_lose_or_double_commit() {
             .unwrap();
     }
     rt.block_on(async {
-        let s = open(&catalog, Duration::from_secs(3600)).await;
+        let s = open(catalog, Duration::from_secs(3600)).await;
         let manifest = s.catalog().current();
         // Every worker's views: odd rounds dropped, even rounds kept.
         let names: BTreeSet<String> = manifest.views.iter().map(|v| v.name.name.clone()).collect();
@@ -583,7 +693,9 @@ fn concurrent_processes_never_lose_or_double_commit() {
         assert_eq!(retired_shared, refreshed);
         // Losers removed their files: the only snapshot directories of the
         // shared view are the committed ones (retired or current).
-        let on_disk: BTreeSet<String> = files_under(&catalog)
+        let on_disk: BTreeSet<String> = catalog
+            .files()
+            .await
             .into_iter()
             .filter(|f| f.starts_with(&format!("{}/", shared.dir)))
             .map(|f| f.rsplit_once('/').unwrap().0.to_string())
@@ -591,8 +703,22 @@ fn concurrent_processes_never_lose_or_double_commit() {
         assert_eq!(on_disk.len(), retired_shared + 1);
     });
     println!(
-        "concurrency: {workers} processes x {rounds} rounds, {refreshed} concurrent refreshes landed"
+        "concurrency ({}): {workers} processes x {rounds} rounds, {refreshed} concurrent refreshes landed",
+        catalog.location
     );
+}
+
+#[test]
+fn concurrent_processes_never_lose_or_double_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    concurrent_processes(&Target::local(&dir.path().join("catalog")));
+}
+
+#[test]
+fn concurrent_processes_never_lose_or_double_commit_on_s3() {
+    if let Some(target) = Target::s3() {
+        concurrent_processes(&target);
+    }
 }
 
 // ---- bad state and recovery -----------------------------------------------
@@ -603,7 +729,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
     let catalog = dir.path().join("catalog");
     let location = catalog.display().to_string();
     {
-        let s = open(&catalog, Duration::from_secs(3600)).await;
+        let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
         s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
             .await
             .unwrap();
@@ -669,7 +795,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
             "datafusion.public.later (0 rows)"
         ]
     );
-    let s = open(&catalog, Duration::from_secs(3600)).await;
+    let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     assert_eq!(values(&s, "SELECT x FROM a ORDER BY x").await, [1, 2, 3, 4]);
     assert!(matches!(
         s.sql("SELECT * FROM later").await.unwrap_err(),
@@ -693,7 +819,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
             .contains(&"datafusion.public.a (4 rows)".to_string()),
         "{report:?}"
     );
-    let s = open(&catalog, Duration::from_secs(3600)).await;
+    let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     assert_eq!(values(&s, "SELECT x FROM a ORDER BY x").await, [1, 2, 3, 4]);
 }
 
@@ -701,7 +827,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
 async fn a_missing_data_file_is_named_and_other_views_stay_usable() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog");
-    let s = open(&catalog, Duration::from_secs(3600)).await;
+    let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     s.sql("CREATE MATERIALIZED VIEW a AS SELECT 1 AS x")
         .await
         .unwrap();
@@ -727,8 +853,9 @@ async fn a_missing_data_file_is_named_and_other_views_stay_usable() {
 async fn another_process_commits_are_seen_without_listing() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog");
-    let (reader, store) = open_instrumented(&catalog, Duration::from_secs(3600)).await;
-    let writer = open(&catalog, Duration::from_secs(3600)).await;
+    let (reader, store) =
+        open_instrumented(&Target::local(&catalog), Duration::from_secs(3600)).await;
+    let writer = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     for i in 0..300 {
         writer
             .sql(&format!(
@@ -772,7 +899,7 @@ async fn another_process_commits_are_seen_without_listing() {
 async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog");
-    let reader = open(&catalog, Duration::from_secs(3600)).await;
+    let reader = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     reader
         .sql("CREATE MATERIALIZED VIEW v AS SELECT value AS x FROM generate_series(1, 1000)")
         .await
@@ -782,7 +909,7 @@ async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
     let task = Arc::new(df.task_ctx());
     let planned = df.create_physical_plan().await.unwrap();
     // ...which another process replaces and drops meanwhile.
-    let writer = open(&catalog, Duration::from_secs(3600)).await;
+    let writer = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     writer
         .sql("CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1 AS x")
         .await
@@ -816,7 +943,7 @@ async fn names_that_could_escape_the_root_stay_inside_and_work() {
     ];
     let quoted = |n: &str| format!("\"{}\"", n.replace('"', "\"\""));
     {
-        let s = open(&catalog, Duration::from_secs(3600)).await;
+        let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
         for (i, name) in names.iter().enumerate() {
             s.sql(&format!(
                 "CREATE MATERIALIZED VIEW {} AS SELECT {i} AS x",
@@ -835,7 +962,7 @@ async fn names_that_could_escape_the_root_stay_inside_and_work() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(outside, ["catalog"]);
-    let s = open(&catalog, Duration::from_secs(3600)).await;
+    let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     for (i, name) in names.iter().enumerate() {
         assert_eq!(
             values(&s, &format!("SELECT x FROM {}", quoted(name))).await,
@@ -854,7 +981,7 @@ async fn a_view_from_a_newer_definition_format_is_queryable_but_not_refreshable(
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog");
     {
-        let s = open(&catalog, Duration::from_secs(3600)).await;
+        let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
         s.sql("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x")
             .await
             .unwrap();
@@ -868,7 +995,7 @@ async fn a_view_from_a_newer_definition_format_is_queryable_but_not_refreshable(
         text.replacen("\"format\": 1", "\"format\": 2", 1),
     )
     .unwrap();
-    let s = open(&catalog, Duration::from_secs(3600)).await;
+    let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
     assert_eq!(values(&s, "SELECT x FROM v").await, [1]);
     let err = s
         .sql("REFRESH MATERIALIZED VIEW v")
