@@ -733,3 +733,28 @@ fn the_demo_script_runs_and_runs_again() {
         );
     }
 }
+
+#[test]
+fn recover_rebuilds_a_lost_log() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW kept AS SELECT 1 AS x UNION ALL SELECT 2",
+    ]);
+    std::fs::remove_dir_all(dir.join("catalog/_matview")).unwrap();
+    let run = dir.dfmv(&["recover"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        format!(
+            "recovered catalog {} as version 1\n  view datafusion.public.kept (2 rows)\n",
+            dir.join("catalog").display()
+        )
+    );
+    let run = dir.dfmv(&["-q", "-c", "SELECT sum(x) AS s FROM kept"]);
+    assert_eq!(
+        run.stdout, "+---+\n| s |\n+---+\n| 3 |\n+---+\n",
+        "{run:#?}"
+    );
+}

@@ -166,6 +166,10 @@ enum Sub {
         /// The folder holding state.sql and views/manifest.json.
         dir: PathBuf,
     },
+    /// Rebuild a catalog whose manifest log is lost or corrupt from its
+    /// data: the newest readable version plus the markers of complete
+    /// snapshots.
+    Recover,
 }
 
 impl Args {
@@ -220,7 +224,10 @@ async fn run(args: Args) -> Result<bool, BoxError> {
             return Err("adopt runs alone: leave out -c and -f".into());
         }
         Some(Sub::Adopt { dir }) => Some(std::path::absolute(dir)?),
-        None => None,
+        Some(Sub::Recover) if !args.command.is_empty() || !args.file.is_empty() => {
+            return Err("recover runs alone: leave out -c and -f".into());
+        }
+        Some(Sub::Recover) | None => None,
     };
     if let Some(path) = &args.data_path {
         std::env::set_current_dir(Path::new(path))?;
@@ -237,6 +244,19 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     };
     let (ctx, registry) = context::create_context(&setup).await?;
     context::register_store_for_location(&ctx, &catalog).await?;
+
+    // A catalog that needs recovery does not open: recover before opening.
+    if let Some(Sub::Recover) = args.subcommand {
+        let report = MatviewSession::recover(&ctx, &catalog).await?;
+        println!("recovered catalog {catalog} as version {}", report.version);
+        for view in &report.views {
+            println!("  view {view}");
+        }
+        for skipped in &report.skipped {
+            println!("  skipped {skipped}");
+        }
+        return Ok(true);
+    }
 
     let options = MatviewOptions {
         remember_relations: true,
