@@ -32,11 +32,18 @@ use crate::spec::{
 
 /// A session state that resolves names as they were resolved when the
 /// definition was created, whatever the session's defaults are now.
+///
+/// It also forgets the directory listings DataFusion caches for the life of
+/// a session (by default, without expiry): a view computes from its
+/// sources as they are now, files added since they were last read included.
 pub(crate) fn state_for(
     mut state: SessionState,
     definition_catalog: &str,
     definition_schema: &str,
 ) -> SessionState {
+    if let Some(cache) = state.runtime_env().cache_manager.get_list_files_cache() {
+        cache.clear();
+    }
     let options = state.config_mut().options_mut();
     options.catalog.default_catalog = definition_catalog.to_owned();
     options.catalog.default_schema = definition_schema.to_owned();

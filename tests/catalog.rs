@@ -741,3 +741,23 @@ async fn existing_parquet_results_can_be_adopted() {
     );
     assert!(s.sql("SELECT * FROM wrong").await.is_err());
 }
+
+/// DataFusion caches directory listings for the life of a session; a
+/// refresh must still see files added to a source since it was last read.
+#[tokio::test]
+async fn a_refresh_sees_files_added_since_the_source_was_last_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Source::new();
+    source.write("a.csv", &[(1, "a")]);
+    let s = MatviewSession::open(SessionContext::new(), &dir.path().display().to_string())
+        .await
+        .unwrap();
+    s.sql(&source.register_sql("people")).await.unwrap();
+    assert_eq!(ids(&s, "SELECT id FROM people").await, [1]);
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT id FROM people")
+        .await
+        .unwrap();
+    source.write("b.csv", &[(2, "b")]);
+    s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap();
+    assert_eq!(ids(&s, "SELECT id FROM v ORDER BY id").await, [1, 2]);
+}
