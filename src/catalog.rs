@@ -715,6 +715,7 @@ mod tests {
                 default_schema: "public".into(),
                 schema: datafusion::arrow::datatypes::Schema::empty(),
                 sources: vec![],
+                not_reproducible: None,
             },
             created_at: Utc::now(),
             snapshot: Some(crate::spec::Snapshot {
@@ -727,6 +728,7 @@ mod tests {
                 row_count: 1,
                 size_bytes: 1,
                 refreshed_at: Utc::now(),
+                sources: vec![],
             }),
         };
         c.commit(|m| {

@@ -1,6 +1,15 @@
 //! The `materialized_views()` table function.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use datafusion::catalog::Session;
+use datafusion::datasource::TableType;
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::Expr;
+use datafusion::physical_plan::ExecutionPlan;
 
 use datafusion::arrow::array::{
     ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
@@ -8,11 +17,16 @@ use datafusion::arrow::array::{
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
 use datafusion::common::plan_err;
-use datafusion::datasource::{MemTable, TableProvider};
+use datafusion::datasource::TableProvider;
 use datafusion::error::Result as DFResult;
 
 use crate::catalog::Catalog;
-use crate::spec::Manifest;
+use crate::freshness::{Fingerprinter, Freshness};
+use crate::spec::{Manifest, QualifiedName};
+
+/// Defaults each plain view of a session was created under, shared with
+/// the session.
+pub(crate) type ViewDefaults = Arc<Mutex<HashMap<QualifiedName, (String, String)>>>;
 
 /// `materialized_views()`: one row per view of the catalog.
 ///
@@ -25,15 +39,24 @@ use crate::spec::Manifest;
 /// | size_bytes | Int64, null when unpopulated |
 /// | last_refreshed | Timestamp(µs, UTC), null when never |
 /// | created_at | Timestamp(µs, UTC) |
-#[derive(Debug)]
+/// | freshness | Utf8: `fresh`, `stale` or `unknown` (see [`crate::freshness`]) |
+/// | changed_sources | Utf8: the sources that changed (stale) or cannot be fingerprinted (unknown), comma-separated; null when none |
+///
+/// Freshness is computed when the function is scanned, from listings and
+/// the manifest only: no data file is read.
+#[derive(Debug, Clone)]
 pub struct MaterializedViewsFunction {
     catalog: Arc<Catalog>,
+    view_defaults: ViewDefaults,
 }
 
 impl MaterializedViewsFunction {
     /// The function over `catalog`.
-    pub fn new(catalog: Arc<Catalog>) -> Self {
-        Self { catalog }
+    pub(crate) fn new(catalog: Arc<Catalog>, view_defaults: ViewDefaults) -> Self {
+        Self {
+            catalog,
+            view_defaults,
+        }
     }
 
     /// Schema of the function's result.
@@ -49,11 +72,14 @@ impl MaterializedViewsFunction {
             Field::new("size_bytes", DataType::Int64, true),
             Field::new("last_refreshed", ts.clone(), true),
             Field::new("created_at", ts, false),
+            Field::new("freshness", DataType::Utf8, false),
+            Field::new("changed_sources", DataType::Utf8, true),
         ]))
     }
 
-    /// The rows for one manifest version.
-    pub fn batch(manifest: &Manifest) -> DFResult<RecordBatch> {
+    /// The rows for one manifest version, with each view's freshness and
+    /// the names of the sources it reports.
+    pub fn batch(manifest: &Manifest, freshness: &[(Freshness, String)]) -> DFResult<RecordBatch> {
         let views = &manifest.views;
         let strings = |f: &dyn Fn(usize) -> String| -> ArrayRef {
             Arc::new(StringArray::from_iter_values((0..views.len()).map(f)))
@@ -86,17 +112,70 @@ impl MaterializedViewsFunction {
                 )
                 .with_timezone("UTC"),
             ),
+            strings(&|i| freshness[i].0.as_str().to_owned()),
+            Arc::new(StringArray::from_iter(
+                freshness
+                    .iter()
+                    .map(|(_, names)| (!names.is_empty()).then_some(names.as_str())),
+            )),
         ];
         Ok(RecordBatch::try_new(Self::schema(), columns)?)
     }
 
-    /// The current rows as a table.
-    pub fn table(&self) -> DFResult<Arc<dyn TableProvider>> {
-        let batch = Self::batch(&self.catalog.current())?;
-        Ok(Arc::new(MemTable::try_new(
+    /// The function's table: computed when scanned.
+    pub fn table(&self) -> Arc<dyn TableProvider> {
+        Arc::new(self.clone())
+    }
+}
+
+#[async_trait]
+impl TableProvider for MaterializedViewsFunction {
+    fn schema(&self) -> SchemaRef {
+        Self::schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
+            return plan_err!("materialized_views() needs a DataFusion SessionState");
+        };
+        let manifest = self.catalog.reload().await?;
+        let defaults = self
+            .view_defaults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let fingerprinter = Fingerprinter::new(state.clone(), &manifest, defaults);
+        let options = state.config().options();
+        let (catalog, schema) = (
+            &options.catalog.default_catalog,
+            &options.catalog.default_schema,
+        );
+        let mut freshness = Vec::with_capacity(manifest.views.len());
+        for view in &manifest.views {
+            let f = fingerprinter.freshness(view).await?;
+            let names: Vec<String> = f
+                .sources()
+                .iter()
+                .map(|n| n.short(catalog, schema))
+                .collect();
+            freshness.push((f, names.join(", ")));
+        }
+        let batch = Self::batch(&manifest, &freshness)?;
+        Ok(MemorySourceConfig::try_new_exec(
+            &[vec![batch]],
             Self::schema(),
-            vec![vec![batch]],
-        )?))
+            projection.cloned(),
+        )?)
     }
 }
 
@@ -105,6 +184,6 @@ impl TableFunctionImpl for MaterializedViewsFunction {
         if !args.exprs().is_empty() {
             return plan_err!("materialized_views() takes no arguments");
         }
-        self.table()
+        Ok(self.table())
     }
 }

@@ -25,8 +25,10 @@
 
 pub mod catalog;
 pub mod error;
+pub mod freshness;
 pub mod functions;
 mod refresh;
+mod resolve;
 pub mod session;
 pub mod slt;
 pub mod spec;

@@ -27,7 +27,7 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::spec::{
     DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, SNAPSHOT_MARKER, Snapshot,
-    SnapshotMarker, ViewEntry,
+    SnapshotMarker, SourceFingerprint, ViewEntry,
 };
 
 /// A session state that resolves names as they were resolved when the
@@ -127,6 +127,7 @@ pub(crate) async fn write_snapshot(
     entry: &ViewEntry,
     plan: LogicalPlan,
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
+    sources: Vec<SourceFingerprint>,
 ) -> Result<Snapshot> {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let dir = format!("{}/{}", entry.dir, id);
@@ -161,7 +162,7 @@ pub(crate) async fn write_snapshot(
         run_with_progress(physical, task_ctx, progress).await
     }
     .await;
-    seal_snapshot(catalog, entry, id, &dir, written).await
+    seal_snapshot(catalog, entry, id, &dir, written, sources).await
 }
 
 /// Completes a snapshot whose files `produced` wrote under `dir`: reads
@@ -173,6 +174,7 @@ async fn seal_snapshot(
     id: String,
     dir: &str,
     produced: Result<Option<u64>>,
+    sources: Vec<SourceFingerprint>,
 ) -> Result<Snapshot> {
     let sealed = async {
         let expected_rows = produced?;
@@ -192,6 +194,7 @@ async fn seal_snapshot(
             size_bytes: files.iter().map(|f| f.size).sum(),
             files,
             refreshed_at: Utc::now(),
+            sources,
         };
         let marker = SnapshotMarker {
             view: entry.clone(),
@@ -228,6 +231,7 @@ pub(crate) async fn import_snapshot(
     catalog: &Catalog,
     entry: &ViewEntry,
     files: &[String],
+    sources: Vec<SourceFingerprint>,
 ) -> Result<Snapshot> {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let dir = format!("{}/{}", entry.dir, id);
@@ -254,7 +258,7 @@ pub(crate) async fn import_snapshot(
         Ok(None)
     }
     .await;
-    seal_snapshot(catalog, entry, id, &dir, copied).await
+    seal_snapshot(catalog, entry, id, &dir, copied, sources).await
 }
 
 /// Existing data must have the view's columns, in order, with types a

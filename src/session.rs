@@ -9,12 +9,14 @@ use std::time::Duration;
 use datafusion::arrow::array::{Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
 use datafusion::catalog::{MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider};
-use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, TableReference};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::{TableProvider, TableType, source_as_provider};
 use datafusion::execution::object_store::ObjectStoreUrl;
-use datafusion::logical_expr::{DdlStatement, EmptyRelation, LogicalPlan, col, lit};
+use datafusion::logical_expr::{
+    DdlStatement, EmptyRelation, Expr, LogicalPlan, Volatility, col, lit,
+};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::planner::{IdentNormalizer, object_name_to_table_reference};
@@ -27,6 +29,7 @@ use object_store::path::Path;
 
 use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport};
 use crate::error::{Error, Result};
+use crate::freshness::{Fingerprinter, Freshness, compare};
 use crate::functions::MaterializedViewsFunction;
 pub use crate::refresh::ProgressListener;
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
@@ -74,12 +77,16 @@ impl Default for MatviewOptions {
 pub struct RefreshOutcome {
     /// The view, as named in messages.
     pub view: String,
-    /// `full` (later: `incremental`, `no_op`).
+    /// `full`, or `no_op` when no source changed since the last refresh.
     pub mode: &'static str,
     /// Rows in the new snapshot.
     pub rows_written: u64,
-    /// Catalog version that committed it.
+    /// Catalog version that committed it (for `no_op`, the current one).
     pub version: u64,
+    /// Rows of the previous snapshot that the new one no longer has.
+    pub rows_deleted: u64,
+    /// Why this mode: `sources unchanged`, `changed: t`, `first refresh`, ...
+    pub detail: String,
 }
 
 /// The kind of a relation, as PostgreSQL names it in messages.
@@ -150,7 +157,7 @@ pub struct MatviewSession {
     registered: Arc<std::sync::Mutex<Registrations>>,
     /// Default catalog and schema in force when each plain view of this
     /// session was created (its plan keeps names as written).
-    views_created_under: Arc<std::sync::Mutex<HashMap<QualifiedName, (String, String)>>>,
+    views_created_under: crate::functions::ViewDefaults,
 }
 
 /// Which definition of each view this session has registered, and for
@@ -193,9 +200,13 @@ impl MatviewSession {
         })?;
         let catalog =
             Arc::new(Catalog::open(location, store_url, store, root, options.retention).await?);
+        let views_created_under: crate::functions::ViewDefaults = Arc::default();
         ctx.register_udtf(
             "materialized_views",
-            Arc::new(MaterializedViewsFunction::new(Arc::clone(&catalog))),
+            Arc::new(MaterializedViewsFunction::new(
+                Arc::clone(&catalog),
+                Arc::clone(&views_created_under),
+            )),
         );
         let mut session = Self {
             ctx,
@@ -204,7 +215,7 @@ impl MatviewSession {
             warnings: Arc::default(),
             progress: None,
             registered: Arc::default(),
-            views_created_under: Arc::default(),
+            views_created_under,
         };
         let manifest = session.catalog.current();
         for entry in &manifest.views {
@@ -491,10 +502,7 @@ impl MatviewSession {
 
     /// The table registered in the session under `name`, if any.
     async fn registered(&self, name: &QualifiedName) -> Result<Option<Arc<dyn TableProvider>>> {
-        match self.schema_provider(name) {
-            Some(schema) => Ok(schema.table(&name.name).await?),
-            None => Ok(None),
-        }
+        crate::resolve::registered(self.ctx.state().catalog_list(), name).await
     }
 
     /// What `name` is: a materialized view of the catalog, or a table or
@@ -721,16 +729,26 @@ impl MatviewSession {
                 default_schema,
                 schema: plan.schema().as_arrow().clone(),
                 sources: sources.into_iter().collect(),
+                not_reproducible: not_reproducible(&plan),
             },
             created_at: chrono::Utc::now(),
             snapshot: None,
         };
-        if let Some(files) = import {
-            entry.snapshot = Some(import_snapshot(&state, &self.catalog, &entry, files).await?);
-        } else if create.with_data {
-            let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-            entry.snapshot =
-                Some(write_snapshot(state, &self.catalog, &entry, plan, progress).await?);
+        if import.is_some() || create.with_data {
+            let fingerprints = self
+                .fingerprinter(&manifest)
+                .sources(&entry.definition.sources)
+                .await?;
+            entry.snapshot = Some(match import {
+                Some(files) => {
+                    import_snapshot(&state, &self.catalog, &entry, files, fingerprints).await?
+                }
+                None => {
+                    let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
+                    write_snapshot(state, &self.catalog, &entry, plan, progress, fingerprints)
+                        .await?
+                }
+            });
         }
         let committed = self
             .catalog
@@ -768,58 +786,14 @@ impl MatviewSession {
     }
 
     /// Fully qualified names of the existing tables and views `plan` scans
-    /// (table functions are not relations and are left out).
+    /// (see [`crate::resolve::sources_of`]).
     async fn sources_of(
         &self,
         plan: &LogicalPlan,
         catalog: &str,
         schema: &str,
     ) -> Result<BTreeSet<QualifiedName>> {
-        let resolve = |r: &TableReference| QualifiedName::from(r.clone().resolve(catalog, schema));
-        // DataFusion inlines a plain view where it is read, as an alias of
-        // the view's plan: find the aliases that are registered views...
-        let mut aliases = BTreeSet::new();
-        plan.apply_with_subqueries(|node| {
-            if let LogicalPlan::SubqueryAlias(alias) = node {
-                aliases.insert(resolve(&alias.alias));
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })?;
-        let mut views = HashMap::new();
-        for name in aliases {
-            if let Some(table) = self.registered(&name).await?
-                && table.table_type() == TableType::View
-                && let Some(view_plan) = table.get_logical_plan()
-            {
-                views.insert(name, view_plan.into_owned());
-            }
-        }
-        // ...and take each as a source, not what it reads (unless it is a
-        // CTE or subquery that happens to share the name: its plan differs).
-        let mut scanned = BTreeSet::new();
-        plan.apply_with_subqueries(|node| {
-            match node {
-                LogicalPlan::SubqueryAlias(alias) => {
-                    let name = resolve(&alias.alias);
-                    if views.get(&name) == Some(alias.input.as_ref()) {
-                        scanned.insert(name);
-                        return Ok(TreeNodeRecursion::Jump);
-                    }
-                }
-                LogicalPlan::TableScan(scan) => {
-                    scanned.insert(resolve(&scan.table_name));
-                }
-                _ => {}
-            }
-            Ok(TreeNodeRecursion::Continue)
-        })?;
-        let mut sources = BTreeSet::new();
-        for name in scanned {
-            if self.registered(&name).await?.is_some() {
-                sources.insert(name);
-            }
-        }
-        Ok(sources)
+        crate::resolve::sources_of(self.ctx.state().catalog_list(), plan, catalog, schema).await
     }
 
     // ---- REFRESH --------------------------------------------------------
@@ -863,8 +837,42 @@ impl MatviewSession {
         let (state, plan) = plan_definition(self.ctx.state(), &display, &entry.definition)
             .await
             .map_err(failed)?;
+        // Fingerprint the sources before reading them: a change made while
+        // the query runs leaves the view stale, never wrongly fresh.
+        let fingerprints = self
+            .fingerprinter(&manifest)
+            .sources(&entry.definition.sources)
+            .await?;
+        let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
+        let detail = match (&entry.snapshot, entry.definition.not_reproducible.clone()) {
+            (None, _) => "first refresh".to_string(),
+            (Some(_), _) if refresh.full => "FULL requested".to_string(),
+            (Some(_), Some(why)) => why,
+            (Some(snapshot), None) => {
+                let has_sources = !entry.definition.sources.is_empty();
+                match compare(&snapshot.sources, &fingerprints, has_sources) {
+                    Freshness::Fresh => {
+                        return Ok(RefreshOutcome {
+                            view: display,
+                            mode: "no_op",
+                            rows_written: 0,
+                            version: manifest.version,
+                            rows_deleted: 0,
+                            detail: "sources unchanged".into(),
+                        });
+                    }
+                    Freshness::Stale(changed) => format!("changed: {}", self.names(&changed)),
+                    Freshness::Unknown(unknown) if unknown.is_empty() => {
+                        "no fingerprints recorded at the last refresh".into()
+                    }
+                    Freshness::Unknown(unknown) => {
+                        format!("cannot tell whether {} changed", self.names(&unknown))
+                    }
+                }
+            }
+        };
         let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-        let snapshot = write_snapshot(state, &self.catalog, &entry, plan, progress)
+        let snapshot = write_snapshot(state, &self.catalog, &entry, plan, progress, fingerprints)
             .await
             .map_err(failed)?;
         let base = entry.snapshot.as_ref().map(|s| s.id.clone());
@@ -904,7 +912,23 @@ impl MatviewSession {
             mode: "full",
             rows_written: snapshot.row_count,
             version,
+            rows_deleted: previous_rows,
+            detail,
         })
+    }
+
+    /// A fingerprinter for this session's sources against `manifest`.
+    fn fingerprinter<'a>(&self, manifest: &'a Manifest) -> Fingerprinter<'a> {
+        Fingerprinter::new(self.ctx.state(), manifest, self.created_under().clone())
+    }
+
+    /// `a, s.b`: names for messages.
+    fn names(&self, names: &[QualifiedName]) -> String {
+        names
+            .iter()
+            .map(|n| self.display(n))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// Cleanup after a commit is best effort: the statement has committed,
@@ -1115,7 +1139,11 @@ impl MatviewSession {
 
     async fn show(&self, like: Option<&str>) -> Result<DataFrame> {
         self.catalog.reload().await?;
-        let table = MaterializedViewsFunction::new(Arc::clone(&self.catalog)).table()?;
+        let table = MaterializedViewsFunction::new(
+            Arc::clone(&self.catalog),
+            Arc::clone(&self.views_created_under),
+        )
+        .table();
         let mut df = self.ctx.read_table(table)?;
         if let Some(pattern) = like {
             df = df.filter(col("table_name").like(lit(pattern)))?;
@@ -1418,6 +1446,39 @@ impl MatviewSession {
     }
 }
 
+/// Why running `plan` again may give other rows even when its sources are
+/// unchanged (a volatile function such as `random()` or `now()`, or a
+/// table function), if it may.
+fn not_reproducible(plan: &LogicalPlan) -> Option<String> {
+    let mut why = None;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && scan.table_name.table().ends_with("()")
+        {
+            why = Some(format!("reads table function {}", scan.table_name.table()));
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        let mut volatile = None;
+        node.apply_expressions(|expr| {
+            expr.apply(|e| {
+                if let Expr::ScalarFunction(f) = e
+                    && f.func.signature().volatility == Volatility::Volatile
+                {
+                    volatile = Some(format!("{}()", f.name()));
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
+            })
+        })?;
+        if let Some(expr) = volatile {
+            why = Some(format!("non-deterministic: {expr}"));
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    why
+}
+
 /// The relations an INSERT, UPDATE, DELETE or TRUNCATE writes to.
 fn dml_targets(statement: &SQLStatement) -> Vec<&ObjectName> {
     fn relation(t: &TableWithJoins) -> Option<&ObjectName> {
@@ -1454,6 +1515,8 @@ fn refresh_batch(outcome: &RefreshOutcome) -> RecordBatch {
         Field::new("mode", DataType::Utf8, false),
         Field::new("rows_written", DataType::Int64, false),
         Field::new("version", DataType::Int64, false),
+        Field::new("rows_deleted", DataType::Int64, false),
+        Field::new("detail", DataType::Utf8, false),
     ]));
     RecordBatch::try_new(
         schema,
@@ -1462,6 +1525,8 @@ fn refresh_batch(outcome: &RefreshOutcome) -> RecordBatch {
             Arc::new(StringArray::from(vec![outcome.mode])),
             Arc::new(Int64Array::from(vec![outcome.rows_written as i64])),
             Arc::new(Int64Array::from(vec![outcome.version as i64])),
+            Arc::new(Int64Array::from(vec![outcome.rows_deleted as i64])),
+            Arc::new(StringArray::from(vec![outcome.detail.clone()])),
         ],
     )
     .expect("refresh result columns match their schema")

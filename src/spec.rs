@@ -295,6 +295,11 @@ pub struct Definition {
     pub schema: Schema,
     /// Fully qualified names of the tables and views the query reads directly.
     pub sources: Vec<QualifiedName>,
+    /// Why the query may give other rows over unchanged sources (a
+    /// volatile function, a table function); such a view is never
+    /// considered fresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_reproducible: Option<String>,
 }
 
 /// One committed, immutable set of data files.
@@ -310,6 +315,67 @@ pub struct Snapshot {
     pub size_bytes: u64,
     /// When the refresh that produced it committed.
     pub refreshed_at: DateTime<Utc>,
+    /// What each source looked like when the refresh read it (empty for
+    /// snapshots written before fingerprints were recorded: freshness
+    /// unknown).
+    #[serde(default)]
+    pub sources: Vec<SourceFingerprint>,
+}
+
+/// A source of a view and its fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceFingerprint {
+    /// The source.
+    pub name: QualifiedName,
+    /// What it looked like.
+    pub fingerprint: Fingerprint,
+}
+
+/// What a source looks like, cheaply: enough to tell whether it changed
+/// without reading its data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fingerprint {
+    /// A file-backed table: its files as a listing shows them.
+    Files {
+        /// Sorted by path.
+        files: Vec<FileFingerprint>,
+    },
+    /// A materialized view: its committed snapshot.
+    Snapshot {
+        /// Snapshot id; `None` when unpopulated.
+        id: Option<String>,
+    },
+    /// A plain view: what it reads.
+    View {
+        /// Its sources.
+        sources: Vec<SourceFingerprint>,
+    },
+    /// A source whose changes cannot be seen without reading it (an
+    /// in-memory table, a custom provider).
+    Unknown,
+}
+
+impl Fingerprint {
+    /// Whether this, or anything it is made of, is [`Fingerprint::Unknown`].
+    pub fn is_unknown(&self) -> bool {
+        match self {
+            Fingerprint::Unknown => true,
+            Fingerprint::View { sources } => sources.iter().any(|s| s.fingerprint.is_unknown()),
+            Fingerprint::Files { .. } | Fingerprint::Snapshot { .. } => false,
+        }
+    }
+}
+
+/// One file of a file-backed source.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct FileFingerprint {
+    /// Object-store path.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// E-tag where the store gives one, else the last-modified time.
+    pub version: String,
 }
 
 /// One Parquet data file of a snapshot.
@@ -414,6 +480,7 @@ mod tests {
                 default_schema: "public".into(),
                 schema: Schema::new(vec![Field::new("x", DataType::Int64, false)]),
                 sources: vec![],
+                not_reproducible: None,
             },
             created_at: Utc::now(),
             snapshot: Some(Snapshot {
@@ -426,6 +493,7 @@ mod tests {
                 row_count: 1,
                 size_bytes: 10,
                 refreshed_at: Utc::now(),
+                sources: vec![],
             }),
         });
         let json = serde_json::to_string(&m).unwrap();
@@ -454,6 +522,7 @@ mod tests {
                     default_schema: String::new(),
                     schema: Schema::empty(),
                     sources: vec![],
+                    not_reproducible: None,
                 },
                 created_at: Utc::now(),
                 snapshot: None,

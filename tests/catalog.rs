@@ -501,7 +501,7 @@ async fn concurrent_sessions_lose_no_commit(backend: &dyn Backend) {
     let refreshes = |s: MatviewSession| async move {
         let mut landed = 0;
         for _ in 0..8 {
-            match s.sql("REFRESH MATERIALIZED VIEW shared").await {
+            match s.sql("REFRESH MATERIALIZED VIEW shared FULL").await {
                 Ok(_) => landed += 1,
                 Err(Error::CommitConflict { .. }) => {}
                 Err(e) => panic!("{e}"),
@@ -760,4 +760,147 @@ async fn a_refresh_sees_files_added_since_the_source_was_last_listed() {
     source.write("b.csv", &[(2, "b")]);
     s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap();
     assert_eq!(ids(&s, "SELECT id FROM v ORDER BY id").await, [1, 2]);
+}
+
+async fn freshness_of(s: &MatviewSession, view: &str) -> (String, Option<String>) {
+    let batches = rows(
+        s,
+        &format!("SELECT freshness, changed_sources FROM materialized_views() WHERE table_name = '{view}'"),
+    )
+    .await;
+    let freshness = batches[0].column(0).as_string::<i32>().value(0).to_owned();
+    let changed = batches[0].column(1).as_string::<i32>();
+    (
+        freshness,
+        (!changed.is_null(0)).then(|| changed.value(0).to_owned()),
+    )
+}
+
+async fn refresh_row(s: &MatviewSession, sql: &str) -> (String, i64, String) {
+    let batches = rows(s, sql).await;
+    let b = &batches[0];
+    (
+        b.column(1).as_string::<i32>().value(0).to_owned(),
+        b.column(2).as_primitive::<Int64Type>().value(0),
+        b.column(5).as_string::<i32>().value(0).to_owned(),
+    )
+}
+
+/// Freshness from listings only, and REFRESH skipping work when nothing changed.
+#[tokio::test]
+async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = datafusion_matview::testing::InstrumentedStore::new(Arc::new(
+        object_store::local::LocalFileSystem::new(),
+    ));
+    let ctx = SessionContext::new();
+    ctx.register_object_store(
+        &url::Url::parse("file://").unwrap(),
+        Arc::new(store.clone()),
+    );
+    let s = MatviewSession::open(ctx, &dir.path().join("cat").display().to_string())
+        .await
+        .unwrap();
+    let source = Source::new();
+    source.write("a.csv", &[(1, "a"), (2, "b")]);
+    s.sql(&source.register_sql("people")).await.unwrap();
+    s.sql("CREATE VIEW plain AS SELECT id FROM people WHERE id > 0")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW base AS SELECT id, name FROM people")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW over_base AS SELECT count(*) AS n FROM base")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW over_plain AS SELECT id FROM plain")
+        .await
+        .unwrap();
+    s.sql("CREATE TABLE mem AS VALUES (1)").await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW over_mem AS SELECT * FROM mem")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW dice AS SELECT random() AS r")
+        .await
+        .unwrap();
+    for view in ["base", "over_base", "over_plain"] {
+        assert_eq!(
+            freshness_of(&s, view).await,
+            ("fresh".into(), None),
+            "{view}"
+        );
+    }
+    assert_eq!(
+        freshness_of(&s, "over_mem").await,
+        ("unknown".into(), Some("mem".into()))
+    );
+    assert_eq!(freshness_of(&s, "dice").await.0, "unknown");
+
+    // Computing freshness reads no data file: listings and HEADs only.
+    use std::sync::atomic::Ordering::SeqCst;
+    let gets = store.counters().gets.load(SeqCst);
+    freshness_of(&s, "base").await;
+    assert_eq!(store.counters().gets.load(SeqCst), gets);
+
+    // Nothing changed: no query, no commit, no file.
+    let version = s.catalog().current().version;
+    let writes = store.counters().writes.load(SeqCst);
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW base").await,
+        ("no_op".into(), 0, "sources unchanged".into())
+    );
+    assert_eq!(s.catalog().current().version, version);
+    assert_eq!(store.counters().writes.load(SeqCst), writes);
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW base FULL").await,
+        ("full".into(), 2, "FULL requested".into())
+    );
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW dice").await,
+        ("full".into(), 1, "non-deterministic: random()".into())
+    );
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW over_mem").await,
+        ("full".into(), 1, "cannot tell whether mem changed".into())
+    );
+
+    // A file appended to the source: stale, through a plain view too.
+    source.write("b.csv", &[(3, "c")]);
+    assert_eq!(
+        freshness_of(&s, "base").await,
+        ("stale".into(), Some("people".into()))
+    );
+    assert_eq!(
+        freshness_of(&s, "over_plain").await,
+        ("stale".into(), Some("plain".into()))
+    );
+    // over_base reads base, whose snapshot the FULL refresh above replaced.
+    assert_eq!(
+        freshness_of(&s, "over_base").await,
+        ("stale".into(), Some("base".into()))
+    );
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW base").await,
+        ("full".into(), 3, "changed: people".into())
+    );
+    assert_eq!(freshness_of(&s, "base").await, ("fresh".into(), None));
+    assert_eq!(
+        freshness_of(&s, "over_base").await,
+        ("stale".into(), Some("base".into()))
+    );
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW over_base").await,
+        ("full".into(), 1, "changed: base".into())
+    );
+    assert_eq!(ids(&s, "SELECT n FROM over_base").await, [3]);
+
+    // A file rewritten, and a file removed.
+    source.write("a.csv", &[(1, "a"), (2, "B"), (4, "d")]);
+    assert_eq!(freshness_of(&s, "base").await.0, "stale");
+    s.sql("REFRESH MATERIALIZED VIEW base").await.unwrap();
+    source.remove("b.csv");
+    assert_eq!(freshness_of(&s, "base").await.0, "stale");
+    s.sql("REFRESH MATERIALIZED VIEW base").await.unwrap();
+    assert_eq!(ids(&s, "SELECT id FROM base ORDER BY id").await, [1, 2, 4]);
+    assert_eq!(freshness_of(&s, "base").await, ("fresh".into(), None));
 }

@@ -1,0 +1,296 @@
+//! Freshness: whether a view's sources changed since its last refresh,
+//! known without reading data.
+//!
+//! At every refresh the fingerprint of each source is recorded with the
+//! snapshot: a file-backed table's files (path, size, e-tag or
+//! last-modified) from a listing; a materialized view's snapshot id; a plain
+//! view's sources, recursively. Sources that cannot be fingerprinted
+//! (in-memory tables, custom providers) make freshness `unknown`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use datafusion::catalog::CatalogProviderList;
+use datafusion::datasource::TableType;
+use datafusion::datasource::listing::ListingTable;
+use datafusion::execution::SessionState;
+use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use object_store::{ObjectMeta, ObjectStoreExt};
+
+use crate::error::Result;
+use crate::resolve::{registered, sources_of};
+use crate::spec::{
+    FileFingerprint, Fingerprint, Manifest, QualifiedName, SourceFingerprint, ViewEntry,
+};
+
+/// How deep plain views may nest before fingerprinting gives up.
+const MAX_DEPTH: usize = 32;
+
+/// Whether a view is up to date with its sources.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Freshness {
+    /// No source changed since the last refresh.
+    Fresh,
+    /// These sources changed (empty: never refreshed).
+    Stale(Vec<QualifiedName>),
+    /// These sources cannot be fingerprinted.
+    Unknown(Vec<QualifiedName>),
+}
+
+impl Freshness {
+    /// `fresh`, `stale` or `unknown`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Freshness::Fresh => "fresh",
+            Freshness::Stale(_) => "stale",
+            Freshness::Unknown(_) => "unknown",
+        }
+    }
+
+    /// The sources it names.
+    pub fn sources(&self) -> &[QualifiedName] {
+        match self {
+            Freshness::Fresh => &[],
+            Freshness::Stale(names) | Freshness::Unknown(names) => names,
+        }
+    }
+}
+
+/// Computes fingerprints against one session state and catalog version.
+pub(crate) struct Fingerprinter<'a> {
+    catalogs: Arc<dyn CatalogProviderList>,
+    state: SessionState,
+    manifest: &'a Manifest,
+    /// Defaults each plain view was created under (else the session's).
+    view_defaults: HashMap<QualifiedName, (String, String)>,
+}
+
+impl<'a> Fingerprinter<'a> {
+    pub(crate) fn new(
+        state: SessionState,
+        manifest: &'a Manifest,
+        view_defaults: HashMap<QualifiedName, (String, String)>,
+    ) -> Self {
+        Self {
+            catalogs: Arc::clone(state.catalog_list()),
+            state,
+            manifest,
+            view_defaults,
+        }
+    }
+
+    /// The fingerprints of `sources`, now.
+    pub(crate) async fn sources(
+        &self,
+        sources: &[QualifiedName],
+    ) -> Result<Vec<SourceFingerprint>> {
+        let mut out = Vec::with_capacity(sources.len());
+        for name in sources {
+            out.push(SourceFingerprint {
+                name: name.clone(),
+                fingerprint: self.fingerprint(name, 0).await?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The view's freshness: its recorded fingerprints against today's.
+    pub(crate) async fn freshness(&self, view: &ViewEntry) -> Result<Freshness> {
+        let Some(snapshot) = &view.snapshot else {
+            return Ok(Freshness::Stale(vec![]));
+        };
+        if view.definition.not_reproducible.is_some() {
+            return Ok(Freshness::Unknown(vec![]));
+        }
+        let now = self.sources(&view.definition.sources).await?;
+        Ok(compare(
+            &snapshot.sources,
+            &now,
+            !view.definition.sources.is_empty(),
+        ))
+    }
+
+    fn fingerprint(
+        &'a self,
+        name: &'a QualifiedName,
+        depth: usize,
+    ) -> BoxFuture<'a, Result<Fingerprint>> {
+        Box::pin(async move {
+            if let Some(view) = self.manifest.view(name) {
+                return Ok(Fingerprint::Snapshot {
+                    id: view.snapshot.as_ref().map(|s| s.id.clone()),
+                });
+            }
+            let Some(table) = registered(&self.catalogs, name).await? else {
+                return Ok(Fingerprint::Unknown);
+            };
+            if let Some(listing) =
+                (table.as_ref() as &dyn std::any::Any).downcast_ref::<ListingTable>()
+            {
+                return self.list(listing).await;
+            }
+            if table.table_type() == TableType::View
+                && depth < MAX_DEPTH
+                && let Some(plan) = table.get_logical_plan()
+            {
+                let (catalog, schema) =
+                    self.view_defaults.get(name).cloned().unwrap_or_else(|| {
+                        let options = self.state.config().options();
+                        (
+                            options.catalog.default_catalog.clone(),
+                            options.catalog.default_schema.clone(),
+                        )
+                    });
+                let mut sources = vec![];
+                for source in sources_of(&self.catalogs, &plan, &catalog, &schema).await? {
+                    let fingerprint = self.fingerprint(&source, depth + 1).await?;
+                    sources.push(SourceFingerprint {
+                        name: source,
+                        fingerprint,
+                    });
+                }
+                return Ok(Fingerprint::View { sources });
+            }
+            Ok(Fingerprint::Unknown)
+        })
+    }
+
+    /// A file-backed table's files, listed now (not from DataFusion's
+    /// listing cache).
+    async fn list(&self, table: &ListingTable) -> Result<Fingerprint> {
+        let extension = &table.options().file_extension;
+        let ignore_subdirectory = self
+            .state
+            .config()
+            .options()
+            .execution
+            .listing_table_ignore_subdirectory;
+        let mut files = vec![];
+        for url in table.table_paths() {
+            let store = self.state.runtime_env().object_store(url)?;
+            let metas: Vec<ObjectMeta> = if url.is_collection() {
+                store.list(Some(url.prefix())).try_collect().await?
+            } else {
+                match store.head(url.prefix()).await {
+                    Ok(meta) => vec![meta],
+                    Err(object_store::Error::NotFound { .. }) => {
+                        store.list(Some(url.prefix())).try_collect().await?
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            };
+            for meta in metas {
+                if meta.location.as_ref().ends_with(extension.as_str())
+                    && url.contains(&meta.location, ignore_subdirectory)
+                {
+                    files.push(FileFingerprint {
+                        path: format!("{}{}", url.object_store().as_str(), meta.location),
+                        size: meta.size,
+                        version: meta
+                            .e_tag
+                            .clone()
+                            .unwrap_or_else(|| meta.last_modified.to_rfc3339()),
+                    });
+                }
+            }
+        }
+        files.sort();
+        files.dedup();
+        Ok(Fingerprint::Files { files })
+    }
+}
+
+/// Compares the fingerprints recorded at the last refresh with today's.
+/// `has_sources` is false for a view that reads no relation (always fresh).
+pub(crate) fn compare(
+    recorded: &[SourceFingerprint],
+    now: &[SourceFingerprint],
+    has_sources: bool,
+) -> Freshness {
+    let recorded: BTreeMap<&QualifiedName, &Fingerprint> =
+        recorded.iter().map(|s| (&s.name, &s.fingerprint)).collect();
+    let unknown: Vec<QualifiedName> = now
+        .iter()
+        .filter(|s| {
+            s.fingerprint.is_unknown() || recorded.get(&s.name).is_none_or(|f| f.is_unknown())
+        })
+        .map(|s| s.name.clone())
+        .collect();
+    if has_sources && recorded.is_empty() || !unknown.is_empty() {
+        return Freshness::Unknown(unknown);
+    }
+    let changed: Vec<QualifiedName> = now
+        .iter()
+        .filter(|s| recorded.get(&s.name) != Some(&&s.fingerprint))
+        .map(|s| s.name.clone())
+        .collect();
+    if changed.is_empty() {
+        Freshness::Fresh
+    } else {
+        Freshness::Stale(changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn files(entries: &[(&str, u64)]) -> Fingerprint {
+        Fingerprint::Files {
+            files: entries
+                .iter()
+                .map(|(p, s)| FileFingerprint {
+                    path: p.to_string(),
+                    size: *s,
+                    version: "1".into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn source(name: &str, fingerprint: Fingerprint) -> SourceFingerprint {
+        SourceFingerprint {
+            name: QualifiedName::new("datafusion", "public", name),
+            fingerprint,
+        }
+    }
+
+    #[test]
+    fn unchanged_changed_and_unknown() {
+        let then = [
+            source("t", files(&[("a", 1)])),
+            source(
+                "m",
+                Fingerprint::Snapshot {
+                    id: Some("s1".into()),
+                },
+            ),
+        ];
+        assert_eq!(compare(&then, &then, true), Freshness::Fresh);
+        let appended = [source("t", files(&[("a", 1), ("b", 2)])), then[1].clone()];
+        assert_eq!(
+            compare(&then, &appended, true),
+            Freshness::Stale(vec![QualifiedName::new("datafusion", "public", "t")])
+        );
+        let memory = [source("t", Fingerprint::Unknown)];
+        assert!(matches!(
+            compare(&memory, &memory, true),
+            Freshness::Unknown(_)
+        ));
+        let nested = [source(
+            "v",
+            Fingerprint::View {
+                sources: memory.to_vec(),
+            },
+        )];
+        assert!(matches!(
+            compare(&nested, &nested, true),
+            Freshness::Unknown(_)
+        ));
+        // Refreshed before fingerprints were recorded.
+        assert!(matches!(compare(&[], &then, true), Freshness::Unknown(_)));
+        // Reads nothing: always fresh.
+        assert_eq!(compare(&[], &[], false), Freshness::Fresh);
+    }
+}
