@@ -27,6 +27,7 @@ pub mod catalog;
 pub mod error;
 pub mod freshness;
 pub mod functions;
+mod incremental;
 mod refresh;
 mod resolve;
 pub mod session;

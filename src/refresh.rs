@@ -128,6 +128,7 @@ pub(crate) async fn write_snapshot(
     plan: LogicalPlan,
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
     sources: Vec<SourceFingerprint>,
+    base: Option<&Snapshot>,
 ) -> Result<Snapshot> {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let dir = format!("{}/{}", entry.dir, id);
@@ -162,7 +163,7 @@ pub(crate) async fn write_snapshot(
         run_with_progress(physical, task_ctx, progress).await
     }
     .await;
-    seal_snapshot(catalog, entry, id, &dir, written, sources).await
+    seal_snapshot(catalog, entry, id, &dir, written, sources, base).await
 }
 
 /// Completes a snapshot whose files `produced` wrote under `dir`: reads
@@ -175,6 +176,7 @@ async fn seal_snapshot(
     dir: &str,
     produced: Result<Option<u64>>,
     sources: Vec<SourceFingerprint>,
+    base: Option<&Snapshot>,
 ) -> Result<Snapshot> {
     let sealed = async {
         let expected_rows = produced?;
@@ -188,6 +190,14 @@ async fn seal_snapshot(
                 "refresh wrote {expected} rows but {found} are readable under {dir}; nothing was committed"
             )));
         }
+        // An incremental refresh adds its files to those of the snapshot
+        // it builds on.
+        let files: Vec<DataFile> = base
+            .map(|b| b.files.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .chain(files)
+            .collect();
         let snapshot = Snapshot {
             id,
             row_count: files.iter().map(|f| f.rows).sum(),
@@ -258,7 +268,7 @@ pub(crate) async fn import_snapshot(
         Ok(None)
     }
     .await;
-    seal_snapshot(catalog, entry, id, &dir, copied, sources).await
+    seal_snapshot(catalog, entry, id, &dir, copied, sources, None).await
 }
 
 /// Existing data must have the view's columns, in order, with types a

@@ -31,6 +31,7 @@ use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport};
 use crate::error::{Error, Result};
 use crate::freshness::{Fingerprinter, Freshness, compare};
 use crate::functions::MaterializedViewsFunction;
+use crate::incremental::{self, Strategy};
 pub use crate::refresh::ProgressListener;
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
@@ -745,8 +746,16 @@ impl MatviewSession {
                 }
                 None => {
                     let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-                    write_snapshot(state, &self.catalog, &entry, plan, progress, fingerprints)
-                        .await?
+                    write_snapshot(
+                        state,
+                        &self.catalog,
+                        &entry,
+                        plan,
+                        progress,
+                        fingerprints,
+                        None,
+                    )
+                    .await?
                 }
             });
         }
@@ -844,6 +853,7 @@ impl MatviewSession {
             .sources(&entry.definition.sources)
             .await?;
         let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
+        let mut incremental = None;
         let detail = match (&entry.snapshot, entry.definition.not_reproducible.clone()) {
             (None, _) => "first refresh".to_string(),
             (Some(_), _) if refresh.full => "FULL requested".to_string(),
@@ -861,7 +871,17 @@ impl MatviewSession {
                             detail: "sources unchanged".into(),
                         });
                     }
-                    Freshness::Stale(changed) => format!("changed: {}", self.names(&changed)),
+                    Freshness::Stale(changed) => {
+                        match incremental::choose(&plan, snapshot, &fingerprints)? {
+                            Strategy::Append { plan, detail } => {
+                                incremental = Some((plan, snapshot));
+                                detail
+                            }
+                            Strategy::Full(why) => {
+                                format!("changed: {}; {why}", self.names(&changed))
+                            }
+                        }
+                    }
                     Freshness::Unknown(unknown) if unknown.is_empty() => {
                         "no fingerprints recorded at the last refresh".into()
                     }
@@ -872,9 +892,21 @@ impl MatviewSession {
             }
         };
         let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-        let snapshot = write_snapshot(state, &self.catalog, &entry, plan, progress, fingerprints)
-            .await
-            .map_err(failed)?;
+        let (mode, plan, base_files) = match incremental {
+            Some((delta, base)) => ("incremental", delta, Some(base)),
+            None => ("full", plan, None),
+        };
+        let snapshot = write_snapshot(
+            state,
+            &self.catalog,
+            &entry,
+            plan,
+            progress,
+            fingerprints,
+            base_files,
+        )
+        .await
+        .map_err(failed)?;
         let base = entry.snapshot.as_ref().map(|s| s.id.clone());
         let committed = self
             .catalog
@@ -907,12 +939,16 @@ impl MatviewSession {
             }
         };
         self.after_commit().await?;
+        let (rows_written, rows_deleted) = match mode {
+            "incremental" => (snapshot.row_count - previous_rows, 0),
+            _ => (snapshot.row_count, previous_rows),
+        };
         Ok(RefreshOutcome {
             view: display,
-            mode: "full",
-            rows_written: snapshot.row_count,
+            mode,
+            rows_written,
             version,
-            rows_deleted: previous_rows,
+            rows_deleted,
             detail,
         })
     }

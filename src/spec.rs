@@ -189,11 +189,8 @@ impl Manifest {
         match self.views.binary_search_by(|v| v.name.cmp(&entry.name)) {
             Ok(i) => {
                 let old = std::mem::replace(&mut self.views[i], entry);
-                if old.snapshot.as_ref().map(|s| &s.id)
-                    != self.views[i].snapshot.as_ref().map(|s| &s.id)
-                {
-                    self.retire(&old);
-                }
+                let new = self.views[i].clone();
+                self.retire(&old, &new);
             }
             Err(i) => self.views.insert(i, entry),
         }
@@ -206,14 +203,19 @@ impl Manifest {
         };
         let old = self.views[i].clone();
         self.views[i].snapshot = Some(snapshot);
-        self.retire(&old);
+        let new = self.views[i].clone();
+        self.retire(&old, &new);
     }
 
     /// Removes a view, retiring its data; returns it if it was there.
     pub fn remove(&mut self, name: &QualifiedName) -> Option<ViewEntry> {
         let i = self.views.iter().position(|v| &v.name == name)?;
         let old = self.views.remove(i);
-        self.retire(&old);
+        let gone = ViewEntry {
+            snapshot: None,
+            ..old.clone()
+        };
+        self.retire(&old, &gone);
         Some(old)
     }
 
@@ -233,12 +235,17 @@ impl Manifest {
         before != self.relations.len()
     }
 
-    fn retire(&mut self, old: &ViewEntry) {
-        if let Some(snapshot) = &old.snapshot {
-            self.retired.push(RetiredSnapshot {
-                dir: old.snapshot_dir(snapshot),
-                retired_at: None,
-            });
+    /// Retires the directories `old` used that `new` does not (an
+    /// incremental refresh keeps using the files of the snapshot before).
+    fn retire(&mut self, old: &ViewEntry, new: &ViewEntry) {
+        let keep = new.data_dirs();
+        for dir in old.data_dirs() {
+            if !keep.contains(&dir) {
+                self.retired.push(RetiredSnapshot {
+                    dir,
+                    retired_at: None,
+                });
+            }
         }
     }
 
@@ -247,7 +254,7 @@ impl Manifest {
     pub fn known_snapshot_dirs(&self) -> BTreeSet<String> {
         self.views
             .iter()
-            .filter_map(|v| v.snapshot.as_ref().map(|s| v.snapshot_dir(s)))
+            .flat_map(|v| v.data_dirs())
             .chain(self.retired.iter().map(|r| r.dir.clone()))
             .collect()
     }
@@ -274,6 +281,20 @@ impl ViewEntry {
     /// Directory of one of this view's snapshots, relative to the catalog root.
     pub fn snapshot_dir(&self, snapshot: &Snapshot) -> String {
         format!("{}/{}", self.dir, snapshot.id)
+    }
+
+    /// Every directory the current snapshot uses: its own (with its
+    /// marker) and those of files it shares with earlier snapshots.
+    pub fn data_dirs(&self) -> BTreeSet<String> {
+        let Some(snapshot) = &self.snapshot else {
+            return BTreeSet::new();
+        };
+        snapshot
+            .files
+            .iter()
+            .filter_map(|f| f.path.rsplit_once('/').map(|(dir, _)| dir.to_owned()))
+            .chain([self.snapshot_dir(snapshot)])
+            .collect()
     }
 }
 

@@ -879,10 +879,16 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
         freshness_of(&s, "over_base").await,
         ("stale".into(), Some("base".into()))
     );
+    // Only appended: the new file alone is read and its rows added.
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW base").await,
-        ("full".into(), 3, "changed: people".into())
+        (
+            "incremental".into(),
+            1,
+            "appended 1 file(s) to people".into()
+        )
     );
+    assert_eq!(ids(&s, "SELECT id FROM base ORDER BY id").await, [1, 2, 3]);
     assert_eq!(freshness_of(&s, "base").await, ("fresh".into(), None));
     assert_eq!(
         freshness_of(&s, "over_base").await,
@@ -890,14 +896,25 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
     );
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW over_base").await,
-        ("full".into(), 1, "changed: base".into())
+        (
+            "full".into(),
+            1,
+            "changed: base; not incremental: Aggregate".into()
+        )
     );
     assert_eq!(ids(&s, "SELECT n FROM over_base").await, [3]);
 
     // A file rewritten, and a file removed.
     source.write("a.csv", &[(1, "a"), (2, "B"), (4, "d")]);
     assert_eq!(freshness_of(&s, "base").await.0, "stale");
-    s.sql("REFRESH MATERIALIZED VIEW base").await.unwrap();
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW base").await,
+        (
+            "full".into(),
+            4,
+            "changed: people; 1 file(s) of people removed or rewritten".into()
+        )
+    );
     source.remove("b.csv");
     assert_eq!(freshness_of(&s, "base").await.0, "stale");
     s.sql("REFRESH MATERIALIZED VIEW base").await.unwrap();
