@@ -119,7 +119,10 @@ fn csv(rng: &mut Rng, first_id: u64, rows: u64) -> String {
 }
 
 /// One sequence; returns how often each mode was chosen.
-async fn sequence(seed: u64, steps: usize) -> Result<BTreeMap<String, usize>, String> {
+/// How often each refresh mode was chosen.
+type ModeCounts = BTreeMap<String, usize>;
+
+async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
     let mut modes = BTreeMap::new();
     let mut rng = Rng(seed | 1);
     let dir = tempfile::tempdir().unwrap();
@@ -267,12 +270,11 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
         }
     };
     // Two sequences at a time: each has its own folder and catalog.
-    let results: Vec<(u64, Result<BTreeMap<String, usize>, String>)> =
-        futures::stream::iter(seeds.clone())
-            .map(|seed| async move { (seed, tokio::spawn(sequence(seed, 3)).await.unwrap()) })
-            .buffer_unordered(2)
-            .collect()
-            .await;
+    let results: Vec<(u64, Result<ModeCounts, String>)> = futures::stream::iter(seeds.clone())
+        .map(|seed| async move { (seed, tokio::spawn(sequence(seed, 3)).await.unwrap()) })
+        .buffer_unordered(2)
+        .collect()
+        .await;
     let mut modes: BTreeMap<String, usize> = BTreeMap::new();
     for (seed, result) in results {
         match result {
