@@ -5,7 +5,10 @@
 //! - `scan_filter` / `scan_aggregate`: querying the view vs the same Parquet
 //!   files registered with `CREATE EXTERNAL TABLE`;
 //! - `open_catalog`: opening a catalog of N views vs registering N Parquet
-//!   files as external tables.
+//!   files as external tables;
+//! - `after_append`: after appending one file (1% of the source), REFRESH
+//!   of a filter view and of a GROUP BY view vs REFRESH ... FULL of the same
+//!   view; and REFRESH of an unchanged view (no_op) vs FULL.
 //!
 //! `cargo bench --bench matview` (10 million source rows, 1,000 views);
 //! `DFMV_BENCH_ROWS` and `DFMV_BENCH_VIEWS` shrink it for a quick run.
@@ -15,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use datafusion::prelude::{SessionConfig, SessionContext};
+use datafusion::prelude::SessionContext;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 use tokio::runtime::Runtime;
 
@@ -35,26 +38,44 @@ struct Fixture {
 }
 
 impl Fixture {
-    /// A Parquet source of `rows` rows in 16 files, written by DataFusion.
+    /// A Parquet source of `rows` rows in 100 files (1% each), written by
+    /// DataFusion.
     fn new(rt: &Runtime, rows: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        let per_file = rows / 100;
         rt.block_on(async {
-            let ctx =
-                SessionContext::new_with_config(SessionConfig::new().with_target_partitions(16));
-            ctx.sql(&format!(
-                "COPY (SELECT value AS id, value % 1000 AS grp, (value * 7919) % 100003 AS amount, \
-                 concat('name-', CAST(value % 5000 AS VARCHAR)) AS name \
-                 FROM generate_series(1, {rows}) ORDER BY id) TO '{}/' STORED AS PARQUET",
-                src.display()
-            ))
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap();
+            let ctx = SessionContext::new();
+            for part in 0..100 {
+                let (lo, hi) = (part * per_file + 1, (part + 1) * per_file);
+                ctx.sql(&format!(
+                    "COPY (SELECT value AS id, value % 1000 AS grp, (value * 7919) % 100003 AS amount, \
+                     concat('name-', CAST(value % 5000 AS VARCHAR)) AS name \
+                     FROM generate_series({lo}, {hi}) ORDER BY id) TO '{}/part-{part:03}.parquet' STORED AS PARQUET",
+                    src.display()
+                ))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            }
         });
-        Self { dir, rows }
+        Self {
+            dir,
+            rows: per_file * 100,
+        }
+    }
+
+    /// Appends a copy of the first file (1% of the source) under a new name.
+    fn append_one_percent(&self, n: usize) {
+        let src = self.dir.path().join("src");
+        std::fs::copy(
+            src.join("part-000.parquet"),
+            src.join(format!("zz-appended-{n:05}.parquet")),
+        )
+        .unwrap();
     }
 
     fn src_sql(&self) -> String {
@@ -237,6 +258,57 @@ fn bench_open(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usize) 
     group.finish();
 }
 
+/// Refreshes after appending 1% of the source: what REFRESH picks
+/// (incremental for the filter view; full for GROUP BY, which is not
+/// incremental yet) vs REFRESH ... FULL; and REFRESH with nothing changed.
+fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
+    let catalog = fixture.path("append-catalog");
+    let s = rt.block_on(async {
+        let s = session(fixture, &catalog).await;
+        s.sql(&format!("CREATE MATERIALIZED VIEW filtered AS {VIEW_QUERY}"))
+            .await
+            .unwrap();
+        s.sql("CREATE MATERIALIZED VIEW grouped AS SELECT grp, count(*) AS n, sum(amount) AS total FROM src GROUP BY grp")
+            .await
+            .unwrap();
+        s
+    });
+    let appended = std::cell::Cell::new(0);
+    let timed_refresh = |b: &mut criterion::Bencher, sql: &str, append: bool| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                if append {
+                    appended.set(appended.get() + 1);
+                    fixture.append_one_percent(appended.get());
+                }
+                let start = Instant::now();
+                rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
+                total += start.elapsed();
+            }
+            total
+        })
+    };
+    for view in ["filtered", "grouped"] {
+        let mut group = c.benchmark_group(format!("after_append_{view}"));
+        group.sample_size(10);
+        let refresh = format!("REFRESH MATERIALIZED VIEW {view}");
+        let full = format!("{refresh} FULL");
+        group.bench_function("matview_refresh", |b| timed_refresh(b, &refresh, true));
+        group.bench_function("full_refresh", |b| timed_refresh(b, &full, true));
+        group.finish();
+    }
+    let mut group = c.benchmark_group("unchanged");
+    group.sample_size(10);
+    group.bench_function("matview_refresh", |b| {
+        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered", false)
+    });
+    group.bench_function("full_refresh", |b| {
+        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered FULL", false)
+    });
+    group.finish();
+}
+
 /// Mean time of one benchmark from criterion's estimates, in nanoseconds.
 fn mean_ns(out: &Path, group: &str, function: &str) -> Option<f64> {
     let text = std::fs::read_to_string(
@@ -265,12 +337,32 @@ fn main() {
     bench_refresh(&mut c, &rt, &fixture);
     bench_scans(&mut c, &rt, &fixture);
     bench_open(&mut c, &rt, &fixture, views);
+    // Last: it appends to the source.
+    bench_after_append(&mut c, &rt, &fixture);
     c.final_summary();
 
     println!("\nratio = materialized view / plain DataFusion (lower is better)");
     let rows_group = format!("refresh_{rows}_rows");
     let open_group = format!("open_{views}_views");
     let pairs = [
+        (
+            "after_append_filtered",
+            "matview_refresh",
+            "full_refresh",
+            "target <= 0.05 (20x faster)",
+        ),
+        (
+            "after_append_grouped",
+            "matview_refresh",
+            "full_refresh",
+            "target <= 0.10 (10x faster)",
+        ),
+        (
+            "unchanged",
+            "matview_refresh",
+            "full_refresh",
+            "target <= 0.01",
+        ),
         (
             rows_group.as_str(),
             "matview_refresh",
