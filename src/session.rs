@@ -49,6 +49,9 @@ use crate::table::MaterializedViewTable;
 pub struct MatviewOptions {
     /// How long superseded snapshots and manifest versions are kept for
     /// readers that planned against them. Default: [`DEFAULT_RETENTION`].
+    /// It must also be longer than the longest refresh: the cleanup sweep
+    /// takes unreferenced files older than the window for leftovers of a
+    /// writer that died. (Zero is for tests.)
     pub retention: Duration,
     /// After every commit that supersedes data (REFRESH, DROP, CREATE OR
     /// REPLACE), remove retired snapshots and manifest versions older than

@@ -533,6 +533,38 @@ async fn concurrent_sessions_lose_no_commit(backend: &dyn Backend) {
     assert_eq!(retired, landed_a + landed_b);
 }
 
+/// Two cleanups at once: nothing committed is lost, every leftover goes.
+/// (No refresh runs meanwhile: with a zero retention window, files of a
+/// refresh still being written count as abandoned, which is why the window
+/// must be longer than the longest refresh.)
+async fn concurrent_cleanups_are_safe(backend: &dyn Backend) {
+    let a = open(backend, Duration::ZERO).await;
+    let b = open(backend, Duration::ZERO).await;
+    a.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    b.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        a.sql("REFRESH MATERIALIZED VIEW v FULL").await.unwrap();
+    }
+    let (ra, rb) = tokio::join!(a.cleanup(), b.cleanup());
+    ra.unwrap();
+    rb.unwrap();
+    let c = open(backend, Duration::ZERO).await;
+    c.cleanup().await.unwrap();
+    assert_eq!(ids(&c, "SELECT x FROM v ORDER BY x").await, [1, 2]);
+    // Only the committed snapshot's files are left.
+    let manifest = c.catalog().current();
+    let data = parquet_files(&files(backend).await);
+    let snapshot = manifest.views[0].snapshot.as_ref().unwrap();
+    assert_eq!(data.len(), snapshot.files.len());
+}
+
 macro_rules! suite {
     ($($test:ident),*) => {
         mod memory {
@@ -573,7 +605,8 @@ suite!(
     committed_files_are_never_overwritten_or_deleted_early,
     replace_is_atomic_and_keeps_identity_checks,
     remembered_relations_come_back_in_a_new_session,
-    concurrent_sessions_lose_no_commit
+    concurrent_sessions_lose_no_commit,
+    concurrent_cleanups_are_safe
 );
 
 /// Not per backend: what the scan of a view pushes into DataFusion's Parquet reader.
