@@ -35,8 +35,8 @@ use crate::incremental::{self, Strategy};
 pub use crate::refresh::ProgressListener;
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
-    DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, ViewEntry,
-    view_dir,
+    DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, Snapshot,
+    SourceFingerprint, ViewEntry, view_dir,
 };
 use crate::sql::{
     CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
@@ -91,6 +91,34 @@ pub struct RefreshOutcome {
     pub rows_deleted: u64,
     /// Why this mode: `sources unchanged`, `changed: t`, `first refresh`, ...
     pub detail: String,
+}
+
+/// What a refresh of one view will do (see `MatviewSession::plan_refresh`).
+struct PlannedRefresh {
+    name: QualifiedName,
+    display: String,
+    /// Catalog version it was planned against.
+    version: u64,
+    entry: ViewEntry,
+    mode: &'static str,
+    detail: String,
+    /// The plan to run, with its session state; `None` for `no_op`.
+    run: Option<(datafusion::execution::SessionState, LogicalPlan)>,
+    fingerprints: Vec<SourceFingerprint>,
+    /// For `incremental`: the snapshot whose files the new one keeps.
+    base: Option<Snapshot>,
+}
+
+/// Wraps what made a refresh fail, naming the view; conflicts and
+/// definition changes already do.
+fn refresh_failed(view: &str, e: Error) -> Error {
+    match e {
+        e @ (Error::DefinitionChanged { .. } | Error::CommitConflict { .. }) => e,
+        e => Error::RefreshFailed {
+            name: view.to_owned(),
+            source: Box::new(e),
+        },
+    }
 }
 
 /// The kind of a relation, as PostgreSQL names it in messages.
@@ -411,9 +439,10 @@ impl MatviewSession {
                 self.empty()
             }
             Statement::Refresh(refresh) => {
-                let outcome = self.refresh(&refresh).await?;
-                Ok(self.ctx.read_batch(refresh_batch(&outcome))?)
+                let outcomes = self.refresh(&refresh).await?;
+                Ok(self.ctx.read_batch(refresh_batch(&outcomes))?)
             }
+            Statement::ExplainRefresh(refresh) => self.explain_refresh(&refresh).await,
             Statement::Drop(drop) => {
                 self.drop_views(&drop).await?;
                 self.empty()
@@ -810,13 +839,87 @@ impl MatviewSession {
 
     // ---- REFRESH --------------------------------------------------------
 
-    /// Recomputes a view and atomically replaces its data.
-    pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<RefreshOutcome> {
+    /// Brings a view up to date (see [`Self::plan_refresh`] for how) and
+    /// atomically replaces its data; with CASCADE, first the materialized
+    /// views it reads (directly or through plain views), in dependency
+    /// order, each once. One outcome per view refreshed, the named view last.
+    pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<Vec<RefreshOutcome>> {
         let name = self.resolve(&refresh.name)?;
-        let display = self.display(&name);
+        let mut order = vec![];
+        if refresh.cascade {
+            let manifest = self.catalog.reload().await?;
+            self.upstream_views(&manifest, &name, &mut order).await?;
+        }
+        order.push(name);
+        let mut outcomes = vec![];
+        for (i, name) in order.iter().enumerate() {
+            // FULL applies to the named view only; what it reads is brought
+            // up to date the cheapest way.
+            let full = refresh.full && i + 1 == order.len();
+            let planned = self.plan_refresh(name, full).await?;
+            outcomes.push(self.run_refresh(planned).await?);
+        }
+        Ok(outcomes)
+    }
+
+    /// The materialized views `name` reads, directly or through plain
+    /// views, each after the ones it reads itself.
+    async fn upstream_views(
+        &self,
+        manifest: &Manifest,
+        name: &QualifiedName,
+        order: &mut Vec<QualifiedName>,
+    ) -> Result<()> {
+        let mut stack = vec![(name.clone(), false)];
+        let mut seen = BTreeSet::new();
+        while let Some((current, expanded)) = stack.pop() {
+            if expanded {
+                if &current != name
+                    && manifest.view(&current).is_some()
+                    && !order.contains(&current)
+                {
+                    order.push(current);
+                }
+                continue;
+            }
+            if !seen.insert(current.clone()) {
+                continue;
+            }
+            stack.push((current.clone(), true));
+            let sources: Vec<QualifiedName> = match manifest.view(&current) {
+                Some(view) => view.definition.sources.clone(),
+                None => match self.registered(&current).await? {
+                    Some(table) if table.table_type() == TableType::View => {
+                        match table.get_logical_plan() {
+                            Some(plan) => {
+                                let (catalog, schema) = self.view_defaults(&current);
+                                self.sources_of(&plan, &catalog, &schema)
+                                    .await?
+                                    .into_iter()
+                                    .collect()
+                            }
+                            None => vec![],
+                        }
+                    }
+                    _ => vec![],
+                },
+            };
+            for source in sources.into_iter().rev() {
+                stack.push((source, false));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides how to bring view `name` up to date, without changing
+    /// anything: `no_op` when no source changed since the last refresh,
+    /// `incremental` when only files were appended to the one file-backed
+    /// source of a row-wise view, else `full`; with the reason.
+    async fn plan_refresh(&self, name: &QualifiedName, full: bool) -> Result<PlannedRefresh> {
+        let display = self.display(name);
         let manifest = self.catalog.reload().await?;
-        let Some(entry) = manifest.view(&name).cloned() else {
-            return Err(match self.kind_of(&manifest, &name).await? {
+        let Some(entry) = manifest.view(name).cloned() else {
+            return Err(match self.kind_of(&manifest, name).await? {
                 Some(_) => Error::WrongObjectType {
                     name: display,
                     expected: "materialized view",
@@ -825,13 +928,7 @@ impl MatviewSession {
                 None => Error::NotFound { name: display },
             });
         };
-        let failed = |e: Error| match e {
-            e @ (Error::DefinitionChanged { .. } | Error::CommitConflict { .. }) => e,
-            e => Error::RefreshFailed {
-                name: display.clone(),
-                source: Box::new(e),
-            },
-        };
+        let failed = |e: Error| refresh_failed(&display, e);
         if entry.definition.format > DEFINITION_FORMAT {
             return Err(Error::UnsupportedDefinition {
                 name: display,
@@ -855,29 +952,28 @@ impl MatviewSession {
             .fingerprinter(&manifest)
             .sources(&entry.definition.sources)
             .await?;
-        let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
-        let mut incremental = None;
+        let mut mode = "full";
+        let mut base = None;
+        let mut run = Some(plan);
         let detail = match (&entry.snapshot, entry.definition.not_reproducible.clone()) {
             (None, _) => "first refresh".to_string(),
-            (Some(_), _) if refresh.full => "FULL requested".to_string(),
+            (Some(_), _) if full => "FULL requested".to_string(),
             (Some(_), Some(why)) => why,
             (Some(snapshot), None) => {
                 let has_sources = !entry.definition.sources.is_empty();
                 match compare(&snapshot.sources, &fingerprints, has_sources) {
                     Freshness::Fresh => {
-                        return Ok(RefreshOutcome {
-                            view: display,
-                            mode: "no_op",
-                            rows_written: 0,
-                            version: manifest.version,
-                            rows_deleted: 0,
-                            detail: "sources unchanged".into(),
-                        });
+                        mode = "no_op";
+                        run = None;
+                        "sources unchanged".into()
                     }
                     Freshness::Stale(changed) => {
-                        match incremental::choose(&plan, snapshot, &fingerprints)? {
+                        let view_plan = run.as_ref().expect("planned above");
+                        match incremental::choose(view_plan, snapshot, &fingerprints)? {
                             Strategy::Append { plan, detail } => {
-                                incremental = Some((plan, snapshot));
+                                mode = "incremental";
+                                base = Some(snapshot.clone());
+                                run = Some(plan);
                                 detail
                             }
                             Strategy::Full(why) => {
@@ -894,11 +990,44 @@ impl MatviewSession {
                 }
             }
         };
-        let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-        let (mode, plan, base_files) = match incremental {
-            Some((delta, base)) => ("incremental", delta, Some(base)),
-            None => ("full", plan, None),
+        Ok(PlannedRefresh {
+            name: name.clone(),
+            display,
+            version: manifest.version,
+            entry,
+            mode,
+            detail,
+            run: run.map(|plan| (state, plan)),
+            fingerprints,
+            base,
+        })
+    }
+
+    /// Carries out a planned refresh: writes the new snapshot and commits it.
+    async fn run_refresh(&self, planned: PlannedRefresh) -> Result<RefreshOutcome> {
+        let PlannedRefresh {
+            name,
+            display,
+            version,
+            entry,
+            mode,
+            detail,
+            run,
+            fingerprints,
+            base,
+        } = planned;
+        let Some((state, plan)) = run else {
+            return Ok(RefreshOutcome {
+                view: display,
+                mode,
+                rows_written: 0,
+                version,
+                rows_deleted: 0,
+                detail,
+            });
         };
+        let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
+        let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
         let snapshot = write_snapshot(
             state,
             &self.catalog,
@@ -906,11 +1035,11 @@ impl MatviewSession {
             plan,
             progress,
             fingerprints,
-            base_files,
+            base.as_ref(),
         )
         .await
-        .map_err(failed)?;
-        let base = entry.snapshot.as_ref().map(|s| s.id.clone());
+        .map_err(|e| refresh_failed(&display, e))?;
+        let base_id = entry.snapshot.as_ref().map(|s| s.id.clone());
         let committed = self
             .catalog
             .commit(|m| {
@@ -924,7 +1053,7 @@ impl MatviewSession {
                 if current.id != entry.id {
                     return Err(conflict("it was replaced by another session"));
                 }
-                if current.snapshot.as_ref().map(|s| &s.id) != base.as_ref() {
+                if current.snapshot.as_ref().map(|s| &s.id) != base_id.as_ref() {
                     return Err(conflict("it was refreshed by another session"));
                 }
                 m.set_snapshot(&name, snapshot.clone());
@@ -954,6 +1083,50 @@ impl MatviewSession {
             rows_deleted,
             detail,
         })
+    }
+
+    /// `EXPLAIN REFRESH MATERIALIZED VIEW v`: the mode, the reason and the
+    /// plan a refresh would run, changing nothing.
+    async fn explain_refresh(&self, refresh: &RefreshMaterializedView) -> Result<DataFrame> {
+        let name = self.resolve(&refresh.name)?;
+        let mut order = vec![];
+        if refresh.cascade {
+            let manifest = self.catalog.reload().await?;
+            self.upstream_views(&manifest, &name, &mut order).await?;
+        }
+        order.push(name);
+        let (mut views, mut modes, mut details, mut plans) = (vec![], vec![], vec![], vec![]);
+        for (i, name) in order.iter().enumerate() {
+            let planned = self
+                .plan_refresh(name, refresh.full && i + 1 == order.len())
+                .await?;
+            views.push(planned.display.clone());
+            modes.push(planned.mode);
+            details.push(planned.detail.clone());
+            plans.push(match &planned.run {
+                Some((state, plan)) => state
+                    .optimize(plan)
+                    .map(|optimized| optimized.display_indent().to_string())
+                    .unwrap_or_else(|_| plan.display_indent().to_string()),
+                None => String::new(),
+            });
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("view", DataType::Utf8, false),
+            Field::new("mode", DataType::Utf8, false),
+            Field::new("detail", DataType::Utf8, false),
+            Field::new("plan", DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(views)),
+                Arc::new(StringArray::from(modes)),
+                Arc::new(StringArray::from(details)),
+                Arc::new(StringArray::from(plans)),
+            ],
+        )?;
+        Ok(self.ctx.read_batch(batch)?)
     }
 
     /// A fingerprinter for this session's sources against `manifest`.
@@ -1547,8 +1720,8 @@ fn dml_targets(statement: &SQLStatement) -> Vec<&ObjectName> {
     }
 }
 
-/// The one-row result of REFRESH.
-fn refresh_batch(outcome: &RefreshOutcome) -> RecordBatch {
+/// The result of REFRESH: one row per view refreshed.
+fn refresh_batch(outcomes: &[RefreshOutcome]) -> RecordBatch {
     let schema = Arc::new(Schema::new(vec![
         Field::new("view", DataType::Utf8, false),
         Field::new("mode", DataType::Utf8, false),
@@ -1560,12 +1733,24 @@ fn refresh_batch(outcome: &RefreshOutcome) -> RecordBatch {
     RecordBatch::try_new(
         schema,
         vec![
-            Arc::new(StringArray::from(vec![outcome.view.clone()])),
-            Arc::new(StringArray::from(vec![outcome.mode])),
-            Arc::new(Int64Array::from(vec![outcome.rows_written as i64])),
-            Arc::new(Int64Array::from(vec![outcome.version as i64])),
-            Arc::new(Int64Array::from(vec![outcome.rows_deleted as i64])),
-            Arc::new(StringArray::from(vec![outcome.detail.clone()])),
+            Arc::new(StringArray::from_iter_values(
+                outcomes.iter().map(|o| o.view.as_str()),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                outcomes.iter().map(|o| o.mode),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                outcomes.iter().map(|o| o.rows_written as i64),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                outcomes.iter().map(|o| o.version as i64),
+            )),
+            Arc::new(Int64Array::from_iter_values(
+                outcomes.iter().map(|o| o.rows_deleted as i64),
+            )),
+            Arc::new(StringArray::from_iter_values(
+                outcomes.iter().map(|o| o.detail.as_str()),
+            )),
         ],
     )
     .expect("refresh result columns match their schema")

@@ -43,6 +43,8 @@ pub struct RefreshMaterializedView {
     pub name: ObjectName,
     /// `FULL`: always recompute.
     pub full: bool,
+    /// `CASCADE`: first bring up to date the materialized views it reads.
+    pub cascade: bool,
 }
 
 /// `DROP MATERIALIZED VIEW [IF EXISTS] name [, ...] [CASCADE | RESTRICT]`
@@ -63,6 +65,8 @@ pub enum Statement {
     Create(CreateMaterializedView),
     /// REFRESH MATERIALIZED VIEW
     Refresh(RefreshMaterializedView),
+    /// `EXPLAIN REFRESH MATERIALIZED VIEW ...`: what a refresh would do.
+    ExplainRefresh(RefreshMaterializedView),
     /// DROP MATERIALIZED VIEW
     Drop(DropMaterializedView),
     /// `SHOW MATERIALIZED VIEWS [LIKE 'pattern']`
@@ -219,13 +223,30 @@ fn strip_with_data(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, HashSet<(
 }
 
 fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> {
+    let is =
+        |token: Token, keyword: Keyword| matches!(token, Token::Word(w) if w.keyword == keyword);
+    let explain = is(parser.parser.peek_token().token, Keyword::EXPLAIN)
+        && is(parser.parser.peek_nth_token(1).token, Keyword::REFRESH);
+    if explain {
+        parser.parser.next_token();
+    }
     if parser
         .parser
         .parse_keywords(&[Keyword::REFRESH, Keyword::MATERIALIZED, Keyword::VIEW])
     {
         let name = parser.parser.parse_object_name(false)?;
         let full = parser.parser.parse_keyword(Keyword::FULL);
-        return Ok(Statement::Refresh(RefreshMaterializedView { name, full }));
+        let cascade = parser.parser.parse_keyword(Keyword::CASCADE);
+        let refresh = RefreshMaterializedView {
+            name,
+            full,
+            cascade,
+        };
+        return Ok(if explain {
+            Statement::ExplainRefresh(refresh)
+        } else {
+            Statement::Refresh(refresh)
+        });
     }
     if parser
         .parser
@@ -427,7 +448,8 @@ mod tests {
             one("REFRESH MATERIALIZED VIEW a.b.c FULL"),
             Statement::Refresh(RefreshMaterializedView {
                 name: ObjectName::from(vec![Ident::new("a"), Ident::new("b"), Ident::new("c")]),
-                full: true
+                full: true,
+                cascade: false,
             })
         );
         let Statement::Drop(d) = one("DROP MATERIALIZED VIEW IF EXISTS v1, v2 CASCADE") else {

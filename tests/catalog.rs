@@ -954,3 +954,70 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
     assert_eq!(ids(&s, "SELECT id FROM base ORDER BY id").await, [1, 2, 4]);
     assert_eq!(freshness_of(&s, "base").await, ("fresh".into(), None));
 }
+
+#[tokio::test]
+async fn refresh_cascade_and_explain_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = MatviewSession::open(
+        SessionContext::new(),
+        &dir.path().join("cat").display().to_string(),
+    )
+    .await
+    .unwrap();
+    let source = Source::new();
+    source.write("a.csv", &[(1, "a"), (2, "b"), (3, "c"), (4, "d")]);
+    s.sql(&source.register_sql("people")).await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW base AS SELECT id FROM people WHERE id > 1")
+        .await
+        .unwrap();
+    s.sql("CREATE VIEW plain AS SELECT id FROM base")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW top AS SELECT count(*) AS n FROM plain")
+        .await
+        .unwrap();
+    source.write("b.csv", &[(5, "e")]);
+
+    // EXPLAIN REFRESH says what would happen and changes nothing.
+    let version = s.catalog().current().version;
+    let explained = rows(&s, "EXPLAIN REFRESH MATERIALIZED VIEW base").await;
+    let b = &explained[0];
+    assert_eq!(b.column(1).as_string::<i32>().value(0), "incremental");
+    assert_eq!(
+        b.column(2).as_string::<i32>().value(0),
+        "appended 1 file(s) to people"
+    );
+    assert!(
+        b.column(3)
+            .as_string::<i32>()
+            .value(0)
+            .contains("TableScan"),
+        "{:?}",
+        b.column(3)
+    );
+    assert_eq!(s.catalog().current().version, version);
+    assert_eq!(ids(&s, "SELECT count(*) FROM base").await, [3]);
+
+    // Without CASCADE, only top: it reads base, which has not changed yet.
+    let outcome = rows(&s, "REFRESH MATERIALIZED VIEW top").await;
+    assert_eq!(outcome[0].column(1).as_string::<i32>().value(0), "no_op");
+    // With CASCADE, base first (through the plain view), then top.
+    let outcome = rows(&s, "REFRESH MATERIALIZED VIEW top CASCADE").await;
+    let b = &outcome[0];
+    let views: Vec<&str> = (0..b.num_rows())
+        .map(|i| b.column(0).as_string::<i32>().value(i))
+        .collect();
+    let modes: Vec<&str> = (0..b.num_rows())
+        .map(|i| b.column(1).as_string::<i32>().value(i))
+        .collect();
+    assert_eq!(views, ["base", "top"]);
+    assert_eq!(modes, ["incremental", "full"]);
+    assert_eq!(ids(&s, "SELECT n FROM top").await, [4]);
+    // Nothing changed since: every view is a no_op.
+    let outcome = rows(&s, "REFRESH MATERIALIZED VIEW top CASCADE").await;
+    let b = &outcome[0];
+    let modes: Vec<&str> = (0..b.num_rows())
+        .map(|i| b.column(1).as_string::<i32>().value(i))
+        .collect();
+    assert_eq!(modes, ["no_op", "no_op"]);
+}

@@ -347,23 +347,36 @@ async fn refresh_view(
     let session = &app.session;
     let result = session.refresh(refresh).await;
     app.progress.clear();
-    let outcome = result?;
+    // One outcome per view refreshed (CASCADE refreshes what it reads
+    // first); the named view comes last.
+    let outcomes = result?;
     if !print_options.quiet {
-        println!(
-            "REFRESH MATERIALIZED VIEW {}: {}, {} written in {:.2} s",
-            outcome.view,
-            outcome.mode,
-            display::rows(outcome.rows_written),
-            started.elapsed().as_secs_f64()
-        );
+        for outcome in &outcomes {
+            let what = match outcome.mode {
+                "no_op" => format!("no_op ({})", outcome.detail),
+                "incremental" => format!(
+                    "incremental ({}), {} written",
+                    outcome.detail,
+                    display::rows(outcome.rows_written)
+                ),
+                mode => format!("{mode}, {} written", display::rows(outcome.rows_written)),
+            };
+            println!(
+                "REFRESH MATERIALIZED VIEW {}: {what} in {:.2} s",
+                outcome.view,
+                started.elapsed().as_secs_f64()
+            );
+        }
     }
     let name = qualify(session, &refresh.name)?;
-    if let Some(snapshot) = session
-        .catalog()
-        .current()
-        .view(&name)
-        .and_then(|v| v.snapshot.clone())
-    {
+    if let (Some(snapshot), Some(outcome)) = (
+        session
+            .catalog()
+            .current()
+            .view(&name)
+            .and_then(|v| v.snapshot.clone()),
+        outcomes.last(),
+    ) {
         warn_if_large(&outcome.view, snapshot.size_bytes);
     }
     Ok(())
