@@ -68,14 +68,25 @@ impl Fixture {
         }
     }
 
-    /// Appends a copy of the first file (1% of the source) under a new name.
+    /// Appends a copy of the first file (1% of the source) under a new
+    /// name, after removing the one appended before, so the source stays
+    /// at 101% over any number of iterations.
     fn append_one_percent(&self, n: usize) {
         let src = self.dir.path().join("src");
+        if n > 0 {
+            let _ = std::fs::remove_file(src.join(format!("zz-appended-{:05}.parquet", n - 1)));
+        }
         std::fs::copy(
             src.join("part-000.parquet"),
             src.join(format!("zz-appended-{n:05}.parquet")),
         )
         .unwrap();
+    }
+
+    /// Removes the last appended file.
+    fn remove_appended(&self, n: usize) {
+        let src = self.dir.path().join("src");
+        let _ = std::fs::remove_file(src.join(format!("zz-appended-{n:05}.parquet")));
     }
 
     fn src_sql(&self) -> String {
@@ -121,7 +132,7 @@ fn bench_refresh(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     group.sample_size(10);
     group.bench_function("matview_refresh", |b| {
         b.to_async(rt).iter(|| async {
-            s.sql("REFRESH MATERIALIZED VIEW v")
+            s.sql("REFRESH MATERIALIZED VIEW v FULL")
                 .await
                 .unwrap()
                 .collect()
@@ -274,11 +285,23 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
         s
     });
     let appended = std::cell::Cell::new(0);
+    // Each iteration starts from a view that is up to date with the
+    // source, then appends 1% (untimed) and times the refresh.
     let timed_refresh = |b: &mut criterion::Bencher, sql: &str, append: bool| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 if append {
+                    fixture.remove_appended(appended.get());
+                    let view = sql.split_whitespace().nth(3).unwrap();
+                    rt.block_on(async {
+                        s.sql(&format!("REFRESH MATERIALIZED VIEW {view} FULL"))
+                            .await
+                            .unwrap()
+                            .collect()
+                            .await
+                            .unwrap()
+                    });
                     appended.set(appended.get() + 1);
                     fixture.append_one_percent(appended.get());
                 }
@@ -292,14 +315,25 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     for view in ["filtered", "grouped"] {
         let mut group = c.benchmark_group(format!("after_append_{view}"));
         group.sample_size(10);
+        group.warm_up_time(Duration::from_secs(1));
         let refresh = format!("REFRESH MATERIALIZED VIEW {view}");
         let full = format!("{refresh} FULL");
         group.bench_function("matview_refresh", |b| timed_refresh(b, &refresh, true));
         group.bench_function("full_refresh", |b| timed_refresh(b, &full, true));
         group.finish();
     }
+    fixture.remove_appended(appended.get());
+    rt.block_on(async {
+        s.sql("REFRESH MATERIALIZED VIEW filtered FULL")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap()
+    });
     let mut group = c.benchmark_group("unchanged");
     group.sample_size(10);
+    group.warm_up_time(Duration::from_secs(1));
     group.bench_function("matview_refresh", |b| {
         timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered", false)
     });

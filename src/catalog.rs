@@ -724,6 +724,7 @@ mod tests {
                     path: file.into(),
                     size: 1,
                     rows: 1,
+                    columns: vec![],
                 }],
                 row_count: 1,
                 size_bytes: 1,

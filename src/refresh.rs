@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use datafusion::arrow::array::{RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::Schema;
+use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
+use datafusion::common::stats::Precision;
 use datafusion::common::{Column, DFSchema};
+use datafusion::common::{ColumnStatistics, ScalarValue};
 use datafusion::config::TableParquetOptions;
 use datafusion::datasource::file_format::format_as_file_type;
 use datafusion::datasource::file_format::parquet::ParquetFormatFactory;
@@ -26,8 +28,8 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::spec::{
-    DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, SNAPSHOT_MARKER, Snapshot,
-    SnapshotMarker, SourceFingerprint, ViewEntry,
+    ColumnStats, DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, SNAPSHOT_MARKER,
+    Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
 };
 
 /// A session state that resolves names as they were resolved when the
@@ -180,7 +182,7 @@ async fn seal_snapshot(
 ) -> Result<Snapshot> {
     let sealed = async {
         let expected_rows = produced?;
-        let files = list_snapshot_files(catalog, dir).await?;
+        let files = list_snapshot_files(catalog, dir, &Arc::new(entry.definition.schema.clone())).await?;
         let found: u64 = files.iter().map(|f| f.rows).sum();
         if let Some(expected) = expected_rows
             && expected != found
@@ -339,6 +341,40 @@ async fn run_with_progress(
     rows_written(&result?)
 }
 
+/// Types whose values survive Arrow's cast to `Utf8` and back unchanged.
+fn text_round_trips(data_type: &DataType) -> bool {
+    data_type.is_integer()
+        || data_type.is_floating()
+        || matches!(
+            data_type,
+            DataType::Utf8
+                | DataType::LargeUtf8
+                | DataType::Utf8View
+                | DataType::Boolean
+                | DataType::Date32
+        )
+}
+
+fn column_stats(c: &ColumnStatistics, data_type: &DataType) -> ColumnStats {
+    let value = |p: &Precision<ScalarValue>| match p {
+        Precision::Exact(v) | Precision::Inexact(v)
+            if !v.is_null() && text_round_trips(data_type) =>
+        {
+            v.cast_to(&DataType::Utf8).ok().map(|s| s.to_string())
+        }
+        _ => None,
+    };
+    ColumnStats {
+        null_count: c.null_count.get_value().map(|n| *n as u64),
+        min: value(&c.min_value),
+        max: value(&c.max_value),
+        exact: matches!(
+            (&c.min_value, &c.max_value),
+            (Precision::Exact(_), Precision::Exact(_))
+        ),
+    }
+}
+
 /// The row count a DataFusion write plan returns (one `count` row).
 fn rows_written(batches: &[RecordBatch]) -> Result<Option<u64>> {
     let mut total = None;
@@ -352,9 +388,14 @@ fn rows_written(batches: &[RecordBatch]) -> Result<Option<u64>> {
     Ok(total)
 }
 
-/// The Parquet files written under `dir`, with their sizes and row counts
-/// (read once here from the footers, so queries never need to).
-async fn list_snapshot_files(catalog: &Catalog, dir: &str) -> Result<Vec<DataFile>> {
+/// The Parquet files written under `dir`, with their sizes, row counts and
+/// column statistics (read once here from the footers, so queries never
+/// need to), for a view of `schema`.
+async fn list_snapshot_files(
+    catalog: &Catalog,
+    dir: &str,
+    schema: &SchemaRef,
+) -> Result<Vec<DataFile>> {
     let store = Arc::clone(catalog.store());
     let metas: Vec<_> = store.list(Some(&catalog.path(dir))).try_collect().await?;
     let mut files = Vec::with_capacity(metas.len());
@@ -368,10 +409,17 @@ async fn list_snapshot_files(catalog: &Catalog, dir: &str) -> Result<Vec<DataFil
         let footer = DFParquetMetadata::new(store.as_ref(), &meta)
             .fetch_metadata()
             .await?;
+        let statistics = DFParquetMetadata::statistics_from_parquet_metadata(&footer, schema)?;
         files.push(DataFile {
             path,
             size: meta.size,
             rows: footer.file_metadata().num_rows() as u64,
+            columns: statistics
+                .column_statistics
+                .iter()
+                .zip(schema.fields())
+                .map(|(c, f)| column_stats(c, f.data_type()))
+                .collect(),
         });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));

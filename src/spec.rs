@@ -408,6 +408,29 @@ pub struct DataFile {
     pub size: u64,
     /// Number of rows.
     pub rows: u64,
+    /// Per column of the view, from the file's footer at refresh time, so
+    /// a scan can skip whole files without reading footers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub columns: Vec<ColumnStats>,
+}
+
+/// Statistics of one column of one data file. Values are written as text
+/// (Arrow's cast to and from `Utf8`), kept only for types where that is
+/// exact.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ColumnStats {
+    /// Null values, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub null_count: Option<u64>,
+    /// Smallest value, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<String>,
+    /// Largest value, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<String>,
+    /// Whether min and max are exact (string statistics may be truncated).
+    #[serde(default)]
+    pub exact: bool,
 }
 
 /// Turns one name part into a directory name that is safe on every object
@@ -510,6 +533,7 @@ mod tests {
                     path: "public/My-20View/s1/a.parquet".into(),
                     size: 10,
                     rows: 1,
+                    columns: vec![],
                 }],
                 row_count: 1,
                 size_bytes: 10,

@@ -10,10 +10,11 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use datafusion::arrow::datatypes::DataType;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::Session;
 use datafusion::common::stats::Precision;
-use datafusion::common::{Statistics, project_schema};
+use datafusion::common::{ColumnStatistics, ScalarValue, Statistics, project_schema};
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::PartitionedFile;
@@ -27,7 +28,7 @@ use datafusion::physical_plan::empty::EmptyExec;
 
 use crate::catalog::Catalog;
 use crate::error::Error;
-use crate::spec::{QualifiedName, Snapshot};
+use crate::spec::{ColumnStats, QualifiedName, Snapshot};
 
 /// A materialized view as a DataFusion table.
 ///
@@ -84,6 +85,24 @@ impl MaterializedViewTable {
     }
 }
 
+fn column_statistics(column: &mut ColumnStatistics, recorded: &ColumnStats, data_type: &DataType) {
+    if let Some(nulls) = recorded.null_count {
+        column.null_count = Precision::Exact(nulls as usize);
+    }
+    let value = |text: &Option<String>| {
+        let value = ScalarValue::try_from_string(text.clone()?, data_type).ok()?;
+        Some(if recorded.exact {
+            Precision::Exact(value)
+        } else {
+            Precision::Inexact(value)
+        })
+    };
+    if let (Some(min), Some(max)) = (value(&recorded.min), value(&recorded.max)) {
+        column.min_value = min;
+        column.max_value = max;
+    }
+}
+
 fn snapshot_statistics(snapshot: &Snapshot, schema: &SchemaRef) -> Statistics {
     Statistics {
         num_rows: Precision::Exact(snapshot.row_count as usize),
@@ -129,17 +148,29 @@ impl TableProvider for MaterializedViewTable {
                 let mut stats = Statistics::new_unknown(&self.schema);
                 stats.num_rows = Precision::Exact(f.rows as usize);
                 stats.total_byte_size = Precision::Inexact(f.size as usize);
+                // Min/max/nulls recorded at refresh let DataFusion skip
+                // whole files, as it does for a listing table.
+                for ((column, field), recorded) in stats
+                    .column_statistics
+                    .iter_mut()
+                    .zip(self.schema.fields())
+                    .zip(&f.columns)
+                {
+                    column_statistics(column, recorded, field.data_type());
+                }
                 PartitionedFile::new(self.catalog.path(&f.path).to_string(), f.size)
                     .with_statistics(Arc::new(stats))
             })
             .collect();
-        // Spread the files over the session's target partitions; DataFusion
+        // Consecutive files to each of the session's target partitions (as
+        // a listing table does, keeping the written order); DataFusion
         // splits large files further by byte range when it repartitions.
         let groups = state.config().target_partitions().clamp(1, files.len());
-        let mut file_groups: Vec<Vec<PartitionedFile>> = vec![vec![]; groups];
-        for (i, file) in files.into_iter().enumerate() {
-            file_groups[i % groups].push(file);
-        }
+        let per_group = files.len().div_ceil(groups);
+        let file_groups: Vec<Vec<PartitionedFile>> = files
+            .chunks(per_group)
+            .map(<[PartitionedFile]>::to_vec)
+            .collect();
         let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
         let source = format.file_source(Arc::clone(&self.schema).into());
         let config = FileScanConfigBuilder::new(self.catalog.store_url().clone(), source)

@@ -1021,3 +1021,37 @@ async fn refresh_cascade_and_explain_refresh() {
         .collect();
     assert_eq!(modes, ["no_op", "no_op"]);
 }
+
+/// Column statistics recorded at refresh let a scan skip whole files.
+#[tokio::test]
+async fn scans_skip_files_by_recorded_statistics() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SessionConfig::new()
+        .set_usize("datafusion.execution.soft_max_rows_per_output_file", 100)
+        .set_usize("datafusion.execution.minimum_parallel_output_files", 1)
+        .with_batch_size(100);
+    let s = MatviewSession::open(
+        SessionContext::new_with_config(config),
+        &dir.path().display().to_string(),
+    )
+    .await
+    .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT value AS id, 'x' AS tag FROM generate_series(1, 1000) ORDER BY id")
+        .await
+        .unwrap();
+    let manifest = s.catalog().current();
+    let files = &manifest.views[0].snapshot.as_ref().unwrap().files;
+    assert!(files.len() >= 5, "{} files", files.len());
+    assert_eq!(files[0].columns[0].min.as_deref(), Some("1"));
+    assert_eq!(files[0].columns[1].max.as_deref(), Some("x"));
+    let batches = rows(&s, "EXPLAIN ANALYZE SELECT tag FROM v WHERE id = 500").await;
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    let expected = format!(
+        "files_ranges_pruned_statistics={} total \u{2192} 1 matched",
+        files.len()
+    );
+    assert!(text.contains(&expected), "{text}");
+    assert_eq!(ids(&s, "SELECT id FROM v WHERE id = 500").await, [500]);
+}
