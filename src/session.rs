@@ -256,7 +256,7 @@ impl MatviewSession {
         if session.options.remember_relations {
             let mut warnings = vec![];
             for relation in &manifest.relations {
-                if let Err(e) = session.replay(relation).await {
+                if let Err(e) = session.restore_relation(relation).await {
                     warnings.push(format!(
                         "could not restore {} {}: {e}",
                         match relation.kind {
@@ -285,8 +285,10 @@ impl MatviewSession {
     }
 
     /// Re-creates a remembered relation under the defaults it was created
-    /// with and its fully qualified name.
-    async fn replay(&self, relation: &RelationEntry) -> Result<()> {
+    /// with and its fully qualified name (as opening the catalog does; for
+    /// retrying one that could not be restored then, e.g. once the object
+    /// store it lives in is registered).
+    pub async fn restore_relation(&self, relation: &RelationEntry) -> Result<()> {
         let state = state_for(
             self.ctx.state(),
             &relation.default_catalog,
@@ -492,15 +494,18 @@ impl MatviewSession {
         )
     }
 
-    fn resolve(&self, name: &ObjectName) -> Result<QualifiedName> {
-        let normalize = self
-            .ctx
+    /// Whether unquoted identifiers are lower-cased (DataFusion's setting).
+    fn normalizes_idents(&self) -> bool {
+        self.ctx
             .state()
             .config()
             .options()
             .sql_parser
-            .enable_ident_normalization;
-        let reference = object_name_to_table_reference(name.clone(), normalize)?;
+            .enable_ident_normalization
+    }
+
+    fn resolve(&self, name: &ObjectName) -> Result<QualifiedName> {
+        let reference = object_name_to_table_reference(name.clone(), self.normalizes_idents())?;
         Ok(self.resolve_reference(&reference))
     }
 
@@ -716,13 +721,7 @@ impl MatviewSession {
         let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
         let sql = create.query.to_string();
         let plan = state.create_logical_plan(&sql).await?;
-        let normalizer = IdentNormalizer::new(
-            state
-                .config()
-                .options()
-                .sql_parser
-                .enable_ident_normalization,
-        );
+        let normalizer = IdentNormalizer::new(self.normalizes_idents());
         let column_names: Vec<String> = create
             .columns
             .iter()
@@ -1476,14 +1475,7 @@ impl MatviewSession {
         let mut targets = vec![];
         for object in names {
             let parts: Vec<String> = object.0.iter().map(|p| p.to_string()).collect();
-            let normalize = self
-                .ctx
-                .state()
-                .config()
-                .options()
-                .sql_parser
-                .enable_ident_normalization;
-            let normalizer = IdentNormalizer::new(normalize);
+            let normalizer = IdentNormalizer::new(self.normalizes_idents());
             let idents: Vec<String> = object
                 .0
                 .iter()

@@ -15,7 +15,7 @@ use datafusion::execution::memory_pool::{
     FairSpillPool, GreedyMemoryPool, MemoryPool, TrackConsumersPool,
 };
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::logical_expr::{DdlStatement, ExplainFormat, LogicalPlan};
+use datafusion::logical_expr::ExplainFormat;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::Value;
@@ -248,7 +248,7 @@ pub async fn restore_remote_relations(session: &MatviewSession) -> Vec<String> {
         if !warnings.iter().any(|w| w.starts_with(&prefix)) {
             continue;
         }
-        match restore(ctx, relation).await {
+        match restore(session, relation).await {
             Ok(true) => warnings.retain(|w| !w.starts_with(&prefix)),
             Ok(false) => {}
             // Its store is registered now, so this is the real reason.
@@ -264,34 +264,22 @@ pub async fn restore_remote_relations(session: &MatviewSession) -> Vec<String> {
 
 /// Re-creates one remembered relation after registering its stores;
 /// `Ok(false)` when it has nothing remote to register.
-async fn restore(ctx: &SessionContext, relation: &RelationEntry) -> Result<bool> {
+async fn restore(session: &MatviewSession, relation: &RelationEntry) -> Result<bool> {
+    let ctx = session.context();
     let state = ctx.state();
     let dialect_name = state.config().options().sql_parser.dialect;
     let dialect = dialect_from_str(dialect_name)
         .ok_or_else(|| exec_datafusion_err!("unsupported SQL dialect {dialect_name}"))?;
     let statements = DFParser::parse_sql_with_dialect(&relation.sql, dialect.as_ref())?;
-    if let Some(DFStatement::CreateExternalTable(create)) = statements.front() {
-        if !create.locations.iter().any(|l| is_remote(l)) {
-            return Ok(false);
-        }
-        prepare_stores(ctx, statements.front().expect("checked")).await?;
-    }
-    let mut state = state;
-    let options = state.config_mut().options_mut();
-    options.catalog.default_catalog = relation.default_catalog.clone();
-    options.catalog.default_schema = relation.default_schema.clone();
-    let plan = match state.create_logical_plan(&relation.sql).await? {
-        LogicalPlan::Ddl(DdlStatement::CreateExternalTable(mut create)) => {
-            create.name = relation.name.to_table_reference();
-            LogicalPlan::Ddl(DdlStatement::CreateExternalTable(create))
-        }
-        LogicalPlan::Ddl(DdlStatement::CreateView(mut create)) => {
-            create.name = relation.name.to_table_reference();
-            LogicalPlan::Ddl(DdlStatement::CreateView(create))
+    match statements.front() {
+        Some(statement @ DFStatement::CreateExternalTable(create))
+            if create.locations.iter().any(|l| is_remote(l)) =>
+        {
+            prepare_stores(ctx, statement).await?;
         }
         _ => return Ok(false),
-    };
-    ctx.execute_logical_plan(plan).await?;
+    }
+    session.restore_relation(relation).await?;
     Ok(true)
 }
 
