@@ -12,6 +12,8 @@ use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 use futures::TryStreamExt;
+mod common;
+
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -82,28 +84,11 @@ struct S3 {
 impl S3 {
     /// `None` when no server is configured; in CI that is an error.
     fn from_env() -> Option<Self> {
-        let Ok(endpoint) = std::env::var("DFMV_TEST_S3_ENDPOINT") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run the S3 tests: set DFMV_TEST_S3_ENDPOINT (see .ci/run)"
-            );
-            eprintln!("DFMV_TEST_S3_ENDPOINT is not set: skipping an S3 test");
-            return None;
-        };
-        let bucket = std::env::var("DFMV_TEST_S3_BUCKET").unwrap_or_else(|_| "dfmv-test".into());
-        let store = object_store::aws::AmazonS3Builder::new()
-            .with_endpoint(endpoint)
-            .with_bucket_name(&bucket)
-            .with_allow_http(true)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .build()
-            .unwrap();
+        let endpoint = common::s3_endpoint()?;
         Some(Self {
-            bucket,
+            bucket: common::s3_bucket(),
             prefix: format!("tests/{}", uuid::Uuid::new_v4().simple()),
-            store: Arc::new(store),
+            store: common::s3_store(&endpoint),
         })
     }
 }

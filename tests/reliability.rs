@@ -24,6 +24,8 @@ use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
+mod common;
+
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 use futures::TryStreamExt;
 use object_store::ObjectStore;
@@ -63,33 +65,17 @@ impl Target {
     /// A fresh prefix on the S3 server; `None` (skip) when none is
     /// configured, which CI does not allow.
     fn s3() -> Option<Self> {
-        let Ok(endpoint) = std::env::var("DFMV_TEST_S3_ENDPOINT") else {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must run the S3 tests: set DFMV_TEST_S3_ENDPOINT (see .ci/run)"
-            );
-            eprintln!("DFMV_TEST_S3_ENDPOINT is not set: skipping an S3 test");
-            return None;
-        };
+        let endpoint = common::s3_endpoint()?;
         let prefix = format!("reliability/{}", uuid::Uuid::new_v4().simple());
         Some(Self::s3_at(&endpoint, &prefix))
     }
 
     fn s3_at(endpoint: &str, prefix: &str) -> Self {
-        let bucket = std::env::var("DFMV_TEST_S3_BUCKET").unwrap_or_else(|_| "dfmv-test".into());
-        let store = object_store::aws::AmazonS3Builder::new()
-            .with_endpoint(endpoint)
-            .with_bucket_name(&bucket)
-            .with_allow_http(true)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .build()
-            .unwrap();
+        let bucket = common::s3_bucket();
         Self {
             location: format!("s3://{bucket}/{prefix}"),
             url: url::Url::parse(&format!("s3://{bucket}")).unwrap(),
-            store: Arc::new(store),
+            store: common::s3_store(endpoint),
             root: ObjectPath::from(prefix),
         }
     }

@@ -1,0 +1,41 @@
+//! Helpers shared by the integration tests: the S3-compatible server that
+//! `.ci/run` starts on loopback.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+
+/// The server's endpoint (`DFMV_TEST_S3_ENDPOINT`), or `None` when none is
+/// configured: the S3 variants of the tests then skip, which CI does not
+/// allow.
+pub fn s3_endpoint() -> Option<String> {
+    let endpoint = std::env::var("DFMV_TEST_S3_ENDPOINT").ok();
+    if endpoint.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the S3 tests: set DFMV_TEST_S3_ENDPOINT (see .ci/run)"
+        );
+        eprintln!("DFMV_TEST_S3_ENDPOINT is not set: skipping an S3 test");
+    }
+    endpoint
+}
+
+/// The test bucket (`DFMV_TEST_S3_BUCKET`, default `dfmv-test`).
+pub fn s3_bucket() -> String {
+    std::env::var("DFMV_TEST_S3_BUCKET").unwrap_or_else(|_| "dfmv-test".into())
+}
+
+/// A store for the test bucket on the server at `endpoint`.
+pub fn s3_store(endpoint: &str) -> Arc<dyn ObjectStore> {
+    Arc::new(
+        object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(endpoint)
+            .with_bucket_name(s3_bucket())
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .build()
+            .expect("an S3 store for the test server"),
+    )
+}
