@@ -843,22 +843,31 @@ impl MatviewSession {
     /// views it reads (directly or through plain views), in dependency
     /// order, each once. One outcome per view refreshed, the named view last.
     pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<Vec<RefreshOutcome>> {
+        let mut outcomes = vec![];
+        for (name, full) in self.refresh_order(refresh).await? {
+            let planned = self.plan_refresh(&name, full).await?;
+            outcomes.push(self.run_refresh(planned).await?);
+        }
+        Ok(outcomes)
+    }
+
+    /// The views a REFRESH statement refreshes, in order, each with whether
+    /// to recompute it fully: with CASCADE the materialized views it reads
+    /// first; FULL applies to the named view only (what it reads is brought
+    /// up to date the cheapest way).
+    async fn refresh_order(
+        &self,
+        refresh: &RefreshMaterializedView,
+    ) -> Result<Vec<(QualifiedName, bool)>> {
         let name = self.resolve(&refresh.name)?;
         let mut order = vec![];
         if refresh.cascade {
             let manifest = self.catalog.reload().await?;
             self.upstream_views(&manifest, &name, &mut order).await?;
         }
-        order.push(name);
-        let mut outcomes = vec![];
-        for (i, name) in order.iter().enumerate() {
-            // FULL applies to the named view only; what it reads is brought
-            // up to date the cheapest way.
-            let full = refresh.full && i + 1 == order.len();
-            let planned = self.plan_refresh(name, full).await?;
-            outcomes.push(self.run_refresh(planned).await?);
-        }
-        Ok(outcomes)
+        let mut order: Vec<(QualifiedName, bool)> = order.into_iter().map(|n| (n, false)).collect();
+        order.push((name, refresh.full));
+        Ok(order)
     }
 
     /// The materialized views `name` reads, directly or through plain
@@ -1087,18 +1096,9 @@ impl MatviewSession {
     /// `EXPLAIN REFRESH MATERIALIZED VIEW v`: the mode, the reason and the
     /// plan a refresh would run, changing nothing.
     async fn explain_refresh(&self, refresh: &RefreshMaterializedView) -> Result<DataFrame> {
-        let name = self.resolve(&refresh.name)?;
-        let mut order = vec![];
-        if refresh.cascade {
-            let manifest = self.catalog.reload().await?;
-            self.upstream_views(&manifest, &name, &mut order).await?;
-        }
-        order.push(name);
         let (mut views, mut modes, mut details, mut plans) = (vec![], vec![], vec![], vec![]);
-        for (i, name) in order.iter().enumerate() {
-            let planned = self
-                .plan_refresh(name, refresh.full && i + 1 == order.len())
-                .await?;
+        for (name, full) in self.refresh_order(refresh).await? {
+            let planned = self.plan_refresh(&name, full).await?;
             views.push(planned.display.clone());
             modes.push(planned.mode);
             details.push(planned.detail.clone());
