@@ -198,6 +198,40 @@ pub enum Error {
         reason: String,
     },
 
+    /// A refresh's written files do not hold every row it wrote (nothing
+    /// was committed).
+    #[error(
+        "refresh wrote {expected} rows but {found} are readable under {dir}; nothing was committed"
+    )]
+    IncompleteWrite {
+        /// Snapshot directory, relative to the catalog root.
+        dir: String,
+        /// Rows the writer reported.
+        expected: u64,
+        /// Rows the files hold.
+        found: u64,
+    },
+
+    /// Existing data offered to `adopt` does not have the view's columns.
+    #[error("the columns of {file} ({found}) are not those of the view's query ({wanted})")]
+    ColumnsMismatch {
+        /// The file.
+        file: String,
+        /// Its columns and types.
+        found: String,
+        /// The query's.
+        wanted: String,
+    },
+
+    /// Encoding a manifest, marker or definition as JSON failed.
+    #[error("could not encode {what} as JSON: {reason}")]
+    Encoding {
+        /// What was being encoded.
+        what: &'static str,
+        /// Why it failed.
+        reason: String,
+    },
+
     /// A statement this crate parses but does not support.
     #[error("{0}")]
     NotSupported(String),

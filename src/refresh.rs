@@ -143,8 +143,10 @@ pub(crate) async fn write_snapshot(
     options
         .key_value_metadata
         .insert(META_SNAPSHOT.into(), Some(id.clone()));
-    let definition =
-        serde_json::to_string(&entry.definition).map_err(|e| Error::NotSupported(e.to_string()))?;
+    let definition = serde_json::to_string(&entry.definition).map_err(|e| Error::Encoding {
+        what: "a definition",
+        reason: e.to_string(),
+    })?;
     options
         .key_value_metadata
         .insert(META_DEFINITION.into(), Some(definition));
@@ -182,15 +184,18 @@ async fn seal_snapshot(
 ) -> Result<Snapshot> {
     let sealed = async {
         let expected_rows = produced?;
-        let files = list_snapshot_files(catalog, dir, &Arc::new(entry.definition.schema.clone())).await?;
+        let files =
+            list_snapshot_files(catalog, dir, &Arc::new(entry.definition.schema.clone())).await?;
         let found: u64 = files.iter().map(|f| f.rows).sum();
         if let Some(expected) = expected_rows
             && expected != found
         {
             // Never commit a snapshot that is not all there.
-            return Err(Error::NotSupported(format!(
-                "refresh wrote {expected} rows but {found} are readable under {dir}; nothing was committed"
-            )));
+            return Err(Error::IncompleteWrite {
+                dir: dir.to_owned(),
+                expected,
+                found,
+            });
         }
         // An incremental refresh adds its files to those of the snapshot
         // it builds on.
@@ -212,8 +217,10 @@ async fn seal_snapshot(
             view: entry.clone(),
             snapshot: snapshot.clone(),
         };
-        let json =
-            serde_json::to_vec_pretty(&marker).map_err(|e| Error::NotSupported(e.to_string()))?;
+        let json = serde_json::to_vec_pretty(&marker).map_err(|e| Error::Encoding {
+            what: "a snapshot marker",
+            reason: e.to_string(),
+        })?;
         let opts = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
@@ -284,11 +291,11 @@ fn check_columns(file: &str, found: &Schema, wanted: &Schema) -> Result<()> {
     if same {
         return Ok(());
     }
-    Err(Error::NotSupported(format!(
-        "the columns of {file} ({}) are not those of the view's query ({})",
-        describe(found),
-        describe(wanted)
-    )))
+    Err(Error::ColumnsMismatch {
+        file: file.to_owned(),
+        found: describe(found),
+        wanted: describe(wanted),
+    })
 }
 
 fn describe(schema: &Schema) -> String {
