@@ -40,7 +40,7 @@ use crate::spec::{
 };
 use crate::sql::{
     CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
-    parse_sql_with_text,
+    parse_sql_with_text, quote_ident,
 };
 use crate::table::MaterializedViewTable;
 
@@ -145,23 +145,6 @@ impl Kind {
             Kind::View => "Use DROP VIEW to remove a view.",
             Kind::MaterializedView => "Use DROP MATERIALIZED VIEW to remove a materialized view.",
         }
-    }
-}
-
-/// An identifier as PostgreSQL prints it in messages: bare when it is a
-/// plain lower-case name, otherwise double-quoted.
-fn quote_ident(ident: &str) -> String {
-    let plain = ident
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && ident
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        ident.to_owned()
-    } else {
-        format!("\"{}\"", ident.replace('"', "\"\""))
     }
 }
 

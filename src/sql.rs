@@ -81,6 +81,24 @@ pub enum Statement {
     DataFusion(Box<DFStatement>),
 }
 
+/// An identifier as SQL text, as PostgreSQL prints it in messages: bare
+/// when it is a plain lower-case name, otherwise double-quoted (so its case
+/// and characters are kept when it is parsed again).
+pub fn quote_ident(ident: &str) -> String {
+    let plain = ident
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && ident
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        ident.to_owned()
+    } else {
+        format!("\"{}\"", ident.replace('"', "\"\""))
+    }
+}
+
 /// Parses one or more `;`-separated statements with the named sqlparser
 /// dialect (DataFusion's `datafusion.sql_parser.dialect`) and recursion limit.
 pub fn parse_sql(sql: &str, dialect: &str, recursion_limit: usize) -> Result<Vec<Statement>> {

@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 use datafusion_matview::spec::QualifiedName;
-use datafusion_matview::sql::{Statement, parse_sql_with_text};
+use datafusion_matview::sql::{Statement, parse_sql_with_text, quote_ident};
 
 use crate::context;
 use crate::display;
@@ -58,23 +58,6 @@ pub fn read_manifest(text: &str) -> Result<Vec<OldView>> {
     };
     views.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(views)
-}
-
-/// The name as SQL: plain lower-case identifiers as they are, anything
-/// else quoted so that its case and characters are kept.
-fn sql_name(name: &str) -> String {
-    let plain = name
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        name.to_owned()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
 }
 
 /// A relative path as the old scripts meant it: under the first of
@@ -312,7 +295,7 @@ pub async fn adopt(app: &App, dir: &Path) -> Result<bool> {
                 parquet_files(&resolve(path, &[&views_dir, dir]))?
             };
             session
-                .adopt(&sql_name(&view.name), sql, &files)
+                .adopt(&quote_ident(&view.name), sql, &files)
                 .await
                 .map_err(|e| e.to_string())?;
             let manifest = session.catalog().current();
@@ -367,9 +350,9 @@ mod tests {
 
     #[test]
     fn names_are_quoted_when_needed() {
-        assert_eq!(sql_name("daily_totals"), "daily_totals");
-        assert_eq!(sql_name("Daily"), "\"Daily\"");
-        assert_eq!(sql_name("my view"), "\"my view\"");
+        assert_eq!(quote_ident("daily_totals"), "daily_totals");
+        assert_eq!(quote_ident("Daily"), "\"Daily\"");
+        assert_eq!(quote_ident("my view"), "\"my view\"");
     }
 
     #[test]
