@@ -505,16 +505,7 @@ async fn concurrent_sessions_lose_no_commit(backend: &dyn Backend) {
     assert_eq!(manifest.views.len(), 17);
     // One commit per create and per landed refresh, nothing lost or doubled.
     assert_eq!(manifest.version, 1 + 16 + landed_a + landed_b);
-    let shared = manifest
-        .views
-        .iter()
-        .find(|v| v.name.name == "shared")
-        .unwrap();
-    let retired = manifest
-        .retired
-        .iter()
-        .filter(|r| r.dir.starts_with(&format!("{}/", shared.dir)))
-        .count() as u64;
+    let retired = common::retired_snapshots(&manifest, "shared") as u64;
     assert_eq!(retired, landed_a + landed_b);
 }
 

@@ -675,11 +675,7 @@ fn concurrent_processes(catalog: &Target) {
             .iter()
             .find(|v| v.name.name == "shared")
             .unwrap();
-        let retired_shared = manifest
-            .retired
-            .iter()
-            .filter(|r| r.dir.starts_with(&format!("{}/", shared.dir)))
-            .count();
+        let retired_shared = common::retired_snapshots(&manifest, "shared");
         assert_eq!(retired_shared, refreshed);
         // Losers removed their files: the only snapshot directories of the
         // shared view are the committed ones (retired or current).

@@ -3,7 +3,23 @@
 
 use std::sync::Arc;
 
+use datafusion_matview::spec::Manifest;
 use object_store::ObjectStore;
+
+/// How many snapshots of view `name` the manifest has retired: one per
+/// refresh that landed since it was created.
+pub fn retired_snapshots(manifest: &Manifest, name: &str) -> usize {
+    let view = manifest
+        .views
+        .iter()
+        .find(|v| v.name.name == name)
+        .expect("the view exists");
+    manifest
+        .retired
+        .iter()
+        .filter(|r| r.dir.starts_with(&format!("{}/", view.dir)))
+        .count()
+}
 
 /// The server's endpoint (`DFMV_TEST_S3_ENDPOINT`), or `None` when none is
 /// configured: the S3 variants of the tests then skip, which CI does not
