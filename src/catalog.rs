@@ -725,11 +725,13 @@ mod tests {
                     size: 1,
                     rows: 1,
                     columns: vec![],
+                    lineage: None,
                 }],
                 row_count: 1,
                 size_bytes: 1,
                 refreshed_at: Utc::now(),
                 sources: vec![],
+                state_columns: vec![],
             }),
         };
         c.commit(|m| {

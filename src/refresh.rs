@@ -22,11 +22,13 @@ use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::execution::{SessionState, TaskContext};
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_plan::{ExecutionPlan, collect};
-use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::incremental::Write;
 use crate::spec::{
     ColumnStats, DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, SNAPSHOT_MARKER,
     Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
@@ -120,17 +122,17 @@ pub(crate) async fn plan_definition(
     Ok((state, plan))
 }
 
-/// Runs `plan` and writes its result under a fresh snapshot directory of
-/// the view. On failure the partial output is removed and the view's
+/// Runs the parts of `write` (concurrently) and writes their results under
+/// a fresh snapshot directory of the view, next to the files `write`
+/// keeps. On failure the partial output is removed and the view's
 /// committed data is untouched.
 pub(crate) async fn write_snapshot(
     state: SessionState,
     catalog: &Catalog,
     entry: &ViewEntry,
-    plan: LogicalPlan,
+    write: Write,
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
     sources: Vec<SourceFingerprint>,
-    base: Option<&Snapshot>,
 ) -> Result<Snapshot> {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let dir = format!("{}/{}", entry.dir, id);
@@ -151,23 +153,90 @@ pub(crate) async fn write_snapshot(
         .key_value_metadata
         .insert(META_DEFINITION.into(), Some(definition));
 
+    let Write {
+        parts,
+        keep,
+        state_columns,
+    } = write;
+    // One part writes a directory of files (as many as DataFusion's writer
+    // makes); several write one file each, named after the part, so each
+    // file's lineage is known.
+    let lineage = match parts.as_slice() {
+        [part] => Lineage::All(part.lineage.clone()),
+        parts => Lineage::PerPart(parts.iter().map(|p| p.lineage.clone()).collect()),
+    };
     let written = async {
         let file_type =
             format_as_file_type(Arc::new(ParquetFormatFactory::new_with_options(options)));
-        let copy = LogicalPlanBuilder::copy_to(
-            plan,
-            catalog.url_of_dir(&dir),
-            file_type,
-            HashMap::new(),
-            vec![],
-        )?
-        .build()?;
-        let task_ctx = state.task_ctx();
-        let physical = state.create_physical_plan(&copy).await?;
-        run_with_progress(physical, task_ctx, progress).await
+        let single = parts.len() > 1;
+        let mut physical = Vec::with_capacity(parts.len());
+        for (i, part) in parts.into_iter().enumerate() {
+            let (url, options) = if single {
+                (
+                    format!("{}{}", catalog.url_of_dir(&dir), part_file(i)),
+                    HashMap::from([("single_file_output".to_owned(), "true".to_owned())]),
+                )
+            } else {
+                (catalog.url_of_dir(&dir), HashMap::new())
+            };
+            let copy = LogicalPlanBuilder::copy_to(
+                part.plan,
+                url,
+                Arc::clone(&file_type),
+                options,
+                vec![],
+            )?
+            .build()?;
+            physical.push(state.create_physical_plan(&copy).await?);
+        }
+        let concurrency = state.config().target_partitions().max(1);
+        run_with_progress(physical, state.task_ctx(), concurrency, progress).await
     }
     .await;
-    seal_snapshot(catalog, entry, id, &dir, written, sources, base).await
+    let layout = Layout {
+        keep,
+        lineage,
+        state_columns,
+    };
+    seal_snapshot(catalog, entry, id, &dir, written, sources, layout).await
+}
+
+/// Name of the one file part `i` of a multi-part write produces.
+fn part_file(i: usize) -> String {
+    format!("part-{i:05}.parquet")
+}
+
+/// The lineage of a new snapshot's files.
+enum Lineage {
+    /// The same for every file.
+    All(Option<Vec<String>>),
+    /// Per part, for files named by [`part_file`].
+    PerPart(Vec<Option<Vec<String>>>),
+}
+
+impl Lineage {
+    fn of(&self, path: &str) -> Option<Vec<String>> {
+        match self {
+            Lineage::All(lineage) => lineage.clone(),
+            Lineage::PerPart(parts) => {
+                let name = path.rsplit('/').next()?;
+                let i: usize = name
+                    .strip_prefix("part-")?
+                    .strip_suffix(".parquet")?
+                    .parse()
+                    .ok()?;
+                parts.get(i).cloned().flatten()
+            }
+        }
+    }
+}
+
+/// How a new snapshot is made of the files its writes produced.
+struct Layout {
+    /// Files of the previous snapshot the new one keeps.
+    keep: Vec<DataFile>,
+    lineage: Lineage,
+    state_columns: Vec<String>,
 }
 
 /// Completes a snapshot whose files `produced` wrote under `dir`: reads
@@ -180,7 +249,7 @@ async fn seal_snapshot(
     dir: &str,
     produced: Result<Option<u64>>,
     sources: Vec<SourceFingerprint>,
-    base: Option<&Snapshot>,
+    layout: Layout,
 ) -> Result<Snapshot> {
     let sealed = async {
         let expected_rows = produced?;
@@ -197,13 +266,14 @@ async fn seal_snapshot(
                 found,
             });
         }
-        // An incremental refresh adds its files to those of the snapshot
-        // it builds on.
-        let files: Vec<DataFile> = base
-            .map(|b| b.files.clone())
-            .unwrap_or_default()
+        // An incremental refresh keeps files of the snapshot it builds on.
+        let files: Vec<DataFile> = layout
+            .keep
             .into_iter()
-            .chain(files)
+            .chain(files.into_iter().map(|f| DataFile {
+                lineage: layout.lineage.of(&f.path),
+                ..f
+            }))
             .collect();
         let snapshot = Snapshot {
             id,
@@ -212,6 +282,7 @@ async fn seal_snapshot(
             files,
             refreshed_at: Utc::now(),
             sources,
+            state_columns: layout.state_columns,
         };
         let marker = SnapshotMarker {
             view: entry.clone(),
@@ -277,7 +348,12 @@ pub(crate) async fn import_snapshot(
         Ok(None)
     }
     .await;
-    seal_snapshot(catalog, entry, id, &dir, copied, sources, None).await
+    let layout = Layout {
+        keep: vec![],
+        lineage: Lineage::All(None),
+        state_columns: vec![],
+    };
+    seal_snapshot(catalog, entry, id, &dir, copied, sources, layout).await
 }
 
 /// Existing data must have the view's columns, in order, with types a
@@ -316,36 +392,54 @@ pub trait ProgressListener: Send + Sync + std::fmt::Debug {
     fn finished(&self, _view: &str) {}
 }
 
-/// Runs the write plan; while it runs, reports the rows its input has
-/// produced (from the input's live metrics) to `progress`.
+/// Runs the write plans, `concurrency` at a time; while they run, reports
+/// the rows their inputs have produced (from the inputs' live metrics) to
+/// `progress`. Returns the rows written, when the plans report them.
 async fn run_with_progress(
-    physical: Arc<dyn ExecutionPlan>,
+    physical: Vec<Arc<dyn ExecutionPlan>>,
     task_ctx: Arc<TaskContext>,
+    concurrency: usize,
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
 ) -> Result<Option<u64>> {
-    let Some((view, listener)) = progress else {
-        return rows_written(&collect(physical, task_ctx).await?);
+    let inputs: Vec<Arc<dyn ExecutionPlan>> = physical
+        .iter()
+        .filter_map(|p| p.children().first().map(|c| Arc::clone(*c)))
+        .collect();
+    // Boxed futures in a Vec: a stream built from closures trips the
+    // compiler's `Send` check of async callers.
+    let runs: Vec<BoxFuture<'static, datafusion::error::Result<Vec<RecordBatch>>>> = physical
+        .into_iter()
+        .map(|plan| collect(plan, Arc::clone(&task_ctx)).boxed())
+        .collect();
+    let run = async move {
+        let counts: Vec<Option<u64>> = futures::stream::iter(runs)
+            .buffer_unordered(concurrency)
+            .map_ok(|batches| rows_written(&batches))
+            .try_collect()
+            .await?;
+        Ok::<_, datafusion::error::DataFusionError>(counts.into_iter().sum::<Option<u64>>())
     };
-    let input = physical.children().first().map(|c| Arc::clone(*c));
+    let Some((view, listener)) = progress else {
+        return Ok(run.await?);
+    };
     let started = Instant::now();
-    let run = collect(physical, task_ctx);
     tokio::pin!(run);
     let mut ticks = tokio::time::interval(Duration::from_millis(100));
     let result = loop {
         tokio::select! {
             done = &mut run => break done,
             _ = ticks.tick() => {
-                let rows = input
-                    .as_ref()
-                    .and_then(|i| i.metrics())
-                    .and_then(|m| m.output_rows())
-                    .unwrap_or(0);
+                let rows: usize = inputs
+                    .iter()
+                    .filter_map(|i| i.metrics())
+                    .filter_map(|m| m.output_rows())
+                    .sum();
                 listener.progress(view, rows as u64, started.elapsed());
             }
         }
     };
     listener.finished(view);
-    rows_written(&result?)
+    Ok(result?)
 }
 
 /// Types whose values survive Arrow's cast to `Utf8` and back unchanged.
@@ -383,7 +477,7 @@ fn column_stats(c: &ColumnStatistics, data_type: &DataType) -> ColumnStats {
 }
 
 /// The row count a DataFusion write plan returns (one `count` row).
-fn rows_written(batches: &[RecordBatch]) -> Result<Option<u64>> {
+fn rows_written(batches: &[RecordBatch]) -> Option<u64> {
     let mut total = None;
     for batch in batches {
         if let Some(count) = batch.column_by_name("count")
@@ -392,7 +486,7 @@ fn rows_written(batches: &[RecordBatch]) -> Result<Option<u64>> {
             *total.get_or_insert(0) += count.iter().flatten().sum::<u64>();
         }
     }
-    Ok(total)
+    total
 }
 
 /// The Parquet files written under `dir`, with their sizes, row counts and
@@ -427,6 +521,7 @@ async fn list_snapshot_files(
                 .zip(schema.fields())
                 .map(|(c, f)| column_stats(c, f.data_type()))
                 .collect(),
+            lineage: None,
         });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));

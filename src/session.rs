@@ -31,12 +31,12 @@ use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport};
 use crate::error::{Error, Result};
 use crate::freshness::{Fingerprinter, Freshness, compare};
 use crate::functions::MaterializedViewsFunction;
-use crate::incremental::{self, Strategy};
+use crate::incremental::{self, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
-    DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, Snapshot,
-    SourceFingerprint, ViewEntry, view_dir,
+    DEFINITION_FORMAT, Definition, FileFingerprint, Fingerprint, Manifest, QualifiedName,
+    RelationEntry, RelationKind, Snapshot, SourceFingerprint, ViewEntry, view_dir,
 };
 use crate::sql::{
     CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
@@ -102,11 +102,30 @@ struct PlannedRefresh {
     entry: ViewEntry,
     mode: &'static str,
     detail: String,
-    /// The plan to run, with its session state; `None` for `no_op`.
-    run: Option<(datafusion::execution::SessionState, LogicalPlan)>,
+    /// What to write, with the session state to run it in; `None` for
+    /// `no_op`.
+    run: Option<(datafusion::execution::SessionState, Write)>,
     fingerprints: Vec<SourceFingerprint>,
-    /// For `incremental`: the snapshot whose files the new one keeps.
-    base: Option<Snapshot>,
+}
+
+/// The plan(s) a refresh runs, optimized, for EXPLAIN REFRESH: the first
+/// part's, with a note when the same query runs over several groups of
+/// source files.
+fn explain_write(state: &datafusion::execution::SessionState, write: &Write) -> String {
+    let Some(first) = write.parts.first() else {
+        return "(no query: only files are evicted)".into();
+    };
+    let plan = state
+        .optimize(&first.plan)
+        .map(|optimized| optimized.display_indent().to_string())
+        .unwrap_or_else(|_| first.plan.display_indent().to_string());
+    match write.parts.len() {
+        1 => plan,
+        n => format!(
+            "{plan}\n(and {} more like it: one per group of source files)",
+            n - 1
+        ),
+    }
 }
 
 /// Wraps what made a refresh fail, naming the view; conflicts and
@@ -760,16 +779,9 @@ impl MatviewSession {
                 }
                 None => {
                     let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-                    write_snapshot(
-                        state,
-                        &self.catalog,
-                        &entry,
-                        plan,
-                        progress,
-                        fingerprints,
-                        None,
-                    )
-                    .await?
+                    let write = self.full_write(plan, &fingerprints).await?;
+                    write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints)
+                        .await?
                 }
             });
         }
@@ -943,9 +955,9 @@ impl MatviewSession {
             .fingerprinter(&manifest)
             .sources(&entry.definition.sources)
             .await?;
+        let shape = Shape::of(&plan)?;
         let mut mode = "full";
-        let mut base = None;
-        let mut run = Some(plan);
+        let mut chosen = None;
         let detail = match (&entry.snapshot, entry.definition.not_reproducible.clone()) {
             (None, _) => "first refresh".to_string(),
             (Some(_), _) if full => "FULL requested".to_string(),
@@ -955,16 +967,16 @@ impl MatviewSession {
                 match compare(&snapshot.sources, &fingerprints, has_sources) {
                     Freshness::Fresh => {
                         mode = "no_op";
-                        run = None;
                         "sources unchanged".into()
                     }
                     Freshness::Stale(changed) => {
-                        let view_plan = run.as_ref().expect("planned above");
-                        match incremental::choose(view_plan, snapshot, &fingerprints)? {
-                            Strategy::Append { plan, detail } => {
+                        match self
+                            .choose_incremental(&plan, &shape, snapshot, &fingerprints)
+                            .await?
+                        {
+                            Strategy::Incremental { write, detail } => {
                                 mode = "incremental";
-                                base = Some(snapshot.clone());
-                                run = Some(plan);
+                                chosen = Some(write);
                                 detail
                             }
                             Strategy::Full(why) => {
@@ -981,6 +993,11 @@ impl MatviewSession {
                 }
             }
         };
+        let write = match (mode, chosen) {
+            ("no_op", _) => None,
+            (_, Some(write)) => Some(write),
+            _ => Some(self.full_write(plan, &fingerprints).await?),
+        };
         Ok(PlannedRefresh {
             name: name.clone(),
             display,
@@ -988,10 +1005,85 @@ impl MatviewSession {
             entry,
             mode,
             detail,
-            run: run.map(|plan| (state, plan)),
+            run: write.map(|write| (state, write)),
             fingerprints,
-            base,
         })
+    }
+
+    /// How to refresh a stale view incrementally, or why it must be
+    /// recomputed (see [`incremental::choose`]).
+    async fn choose_incremental(
+        &self,
+        plan: &LogicalPlan,
+        shape: &Shape,
+        snapshot: &Snapshot,
+        fingerprints: &[SourceFingerprint],
+    ) -> Result<Strategy> {
+        let change = match incremental::changed_table(&snapshot.sources, fingerprints, |n| {
+            self.display(n)
+        }) {
+            Ok(change) => change,
+            Err(why) => return Ok(Strategy::Full(why)),
+        };
+        let source = self.display(&change.name);
+        let Some(provider) = self.registered(&change.name).await? else {
+            return Ok(Strategy::Full(format!("{source} is not a table")));
+        };
+        incremental::choose(
+            plan,
+            shape,
+            snapshot,
+            &change,
+            &source,
+            &provider,
+            &self.catalog,
+        )
+    }
+
+    /// What a full computation of a view with query `plan` writes (see
+    /// [`incremental::full`]).
+    async fn full_write(
+        &self,
+        plan: LogicalPlan,
+        fingerprints: &[SourceFingerprint],
+    ) -> Result<Write> {
+        let shape = Shape::of(&plan)?;
+        let single = self.single_table(fingerprints).await?;
+        let single = single
+            .as_ref()
+            .map(|(provider, name, files)| (provider, name, files.as_slice()));
+        incremental::full(plan, &shape, single)
+    }
+
+    /// The one table a view reads (through plain views too), with its
+    /// provider and files now, when it reads exactly one file-backed table.
+    async fn single_table(
+        &self,
+        fingerprints: &[SourceFingerprint],
+    ) -> Result<Option<(Arc<dyn TableProvider>, QualifiedName, Vec<FileFingerprint>)>> {
+        let mut sources = fingerprints;
+        loop {
+            match sources {
+                [
+                    SourceFingerprint {
+                        fingerprint: Fingerprint::View { sources: inner },
+                        ..
+                    },
+                ] => sources = inner,
+                [
+                    SourceFingerprint {
+                        name,
+                        fingerprint: Fingerprint::Files { files },
+                    },
+                ] => {
+                    return Ok(self
+                        .registered(name)
+                        .await?
+                        .map(|p| (p, name.clone(), files.clone())));
+                }
+                _ => return Ok(None),
+            }
+        }
     }
 
     /// Carries out a planned refresh: writes the new snapshot and commits it.
@@ -1005,9 +1097,8 @@ impl MatviewSession {
             detail,
             run,
             fingerprints,
-            base,
         } = planned;
-        let Some((state, plan)) = run else {
+        let Some((state, write)) = run else {
             return Ok(RefreshOutcome {
                 view: display,
                 mode,
@@ -1018,18 +1109,11 @@ impl MatviewSession {
             });
         };
         let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
+        let kept_rows: u64 = write.keep.iter().map(|f| f.rows).sum();
         let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-        let snapshot = write_snapshot(
-            state,
-            &self.catalog,
-            &entry,
-            plan,
-            progress,
-            fingerprints,
-            base.as_ref(),
-        )
-        .await
-        .map_err(|e| refresh_failed(&display, e))?;
+        let snapshot = write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints)
+            .await
+            .map_err(|e| refresh_failed(&display, e))?;
         let base_id = entry.snapshot.as_ref().map(|s| s.id.clone());
         let committed = self
             .catalog
@@ -1062,16 +1146,12 @@ impl MatviewSession {
             }
         };
         self.after_commit().await?;
-        let (rows_written, rows_deleted) = match mode {
-            "incremental" => (snapshot.row_count - previous_rows, 0),
-            _ => (snapshot.row_count, previous_rows),
-        };
         Ok(RefreshOutcome {
             view: display,
             mode,
-            rows_written,
+            rows_written: snapshot.row_count - kept_rows,
             version,
-            rows_deleted,
+            rows_deleted: previous_rows - kept_rows,
             detail,
         })
     }
@@ -1086,10 +1166,7 @@ impl MatviewSession {
             modes.push(planned.mode);
             details.push(planned.detail.clone());
             plans.push(match &planned.run {
-                Some((state, plan)) => state
-                    .optimize(plan)
-                    .map(|optimized| optimized.display_indent().to_string())
-                    .unwrap_or_else(|_| plan.display_indent().to_string()),
+                Some((state, write)) => explain_write(state, write),
                 None => String::new(),
             });
         }

@@ -341,6 +341,11 @@ pub struct Snapshot {
     /// unknown).
     #[serde(default)]
     pub sources: Vec<SourceFingerprint>,
+    /// Columns the data files hold after the view's own: the state an
+    /// incremental refresh needs to merge new rows into aggregates (the
+    /// sum and count behind an `avg`). Queries never see them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state_columns: Vec<String>,
 }
 
 /// A source of a view and its fingerprint.
@@ -412,6 +417,12 @@ pub struct DataFile {
     /// a scan can skip whole files without reading footers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub columns: Vec<ColumnStats>,
+    /// Lineage: the files of the view's one file-backed source that this
+    /// file was computed from (their rows, and only theirs), so a refresh
+    /// can evict it when one of them is removed or rewritten and recompute
+    /// just those. `None`: unknown (computed from everything).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<Vec<String>>,
 }
 
 /// Statistics of one column of one data file. Values are written as text
@@ -534,11 +545,13 @@ mod tests {
                     size: 10,
                     rows: 1,
                     columns: vec![],
+                    lineage: Some(vec!["file:///src/a.csv".into()]),
                 }],
                 row_count: 1,
                 size_bytes: 10,
                 refreshed_at: Utc::now(),
                 sources: vec![],
+                state_columns: vec!["__dfmv_sum_1".into()],
             }),
         });
         let json = serde_json::to_string(&m).unwrap();

@@ -111,6 +111,112 @@ fn snapshot_statistics(snapshot: &Snapshot, schema: &SchemaRef) -> Statistics {
     }
 }
 
+/// A Parquet scan of `snapshot`'s files read as `schema` (the view's
+/// columns, or a prefix of what the files hold), planned from the manifest
+/// alone.
+async fn scan_snapshot(
+    catalog: &Catalog,
+    snapshot: &Snapshot,
+    schema: &SchemaRef,
+    state: &dyn Session,
+    projection: Option<&Vec<usize>>,
+    limit: Option<usize>,
+) -> DFResult<Arc<dyn ExecutionPlan>> {
+    if snapshot.files.is_empty() {
+        let projected = project_schema(schema, projection)?;
+        return Ok(Arc::new(EmptyExec::new(projected)));
+    }
+    let files: Vec<PartitionedFile> = snapshot
+        .files
+        .iter()
+        .map(|f| {
+            let mut stats = Statistics::new_unknown(schema);
+            stats.num_rows = Precision::Exact(f.rows as usize);
+            stats.total_byte_size = Precision::Inexact(f.size as usize);
+            // Min/max/nulls recorded at refresh let DataFusion skip
+            // whole files, as it does for a listing table.
+            for ((column, field), recorded) in stats
+                .column_statistics
+                .iter_mut()
+                .zip(schema.fields())
+                .zip(&f.columns)
+            {
+                column_statistics(column, recorded, field.data_type());
+            }
+            PartitionedFile::new(catalog.path(&f.path).to_string(), f.size)
+                .with_statistics(Arc::new(stats))
+        })
+        .collect();
+    // Consecutive files to each of the session's target partitions (as
+    // a listing table does, keeping the written order); DataFusion
+    // splits large files further by byte range when it repartitions.
+    let groups = state.config().target_partitions().clamp(1, files.len());
+    let per_group = files.len().div_ceil(groups);
+    let file_groups: Vec<Vec<PartitionedFile>> = files
+        .chunks(per_group)
+        .map(<[PartitionedFile]>::to_vec)
+        .collect();
+    let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
+    let source = format.file_source(Arc::clone(schema).into());
+    let config = FileScanConfigBuilder::new(catalog.store_url().clone(), source)
+        .with_file_groups(file_groups.into_iter().map(FileGroup::new).collect())
+        .with_statistics(snapshot_statistics(snapshot, schema))
+        .with_projection_indices(projection.cloned())?
+        .with_limit(limit)
+        .build();
+    format.create_physical_plan(state, config).await
+}
+
+/// One fixed snapshot of a view, with the aggregate state columns its
+/// files hold after the view's: what an incremental refresh merges new
+/// rows into. Not registered anywhere; used only inside refresh plans.
+#[derive(Debug)]
+pub(crate) struct SnapshotTable {
+    catalog: Arc<Catalog>,
+    snapshot: Snapshot,
+    schema: SchemaRef,
+}
+
+impl SnapshotTable {
+    /// `schema`: the view's columns followed by the snapshot's state columns.
+    pub(crate) fn new(catalog: Arc<Catalog>, snapshot: Snapshot, schema: SchemaRef) -> Self {
+        Self {
+            catalog,
+            snapshot,
+            schema,
+        }
+    }
+}
+
+#[async_trait]
+impl TableProvider for SnapshotTable {
+    fn schema(&self) -> SchemaRef {
+        Arc::clone(&self.schema)
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DFResult<Arc<dyn ExecutionPlan>> {
+        scan_snapshot(
+            &self.catalog,
+            &self.snapshot,
+            &self.schema,
+            state,
+            projection,
+            limit,
+        )
+        .await
+    }
+}
+
 #[async_trait]
 impl TableProvider for MaterializedViewTable {
     fn schema(&self) -> SchemaRef {
@@ -137,49 +243,15 @@ impl TableProvider for MaterializedViewTable {
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
         let snapshot = self.snapshot()?;
-        if snapshot.files.is_empty() {
-            let projected = project_schema(&self.schema, projection)?;
-            return Ok(Arc::new(EmptyExec::new(projected)));
-        }
-        let files: Vec<PartitionedFile> = snapshot
-            .files
-            .iter()
-            .map(|f| {
-                let mut stats = Statistics::new_unknown(&self.schema);
-                stats.num_rows = Precision::Exact(f.rows as usize);
-                stats.total_byte_size = Precision::Inexact(f.size as usize);
-                // Min/max/nulls recorded at refresh let DataFusion skip
-                // whole files, as it does for a listing table.
-                for ((column, field), recorded) in stats
-                    .column_statistics
-                    .iter_mut()
-                    .zip(self.schema.fields())
-                    .zip(&f.columns)
-                {
-                    column_statistics(column, recorded, field.data_type());
-                }
-                PartitionedFile::new(self.catalog.path(&f.path).to_string(), f.size)
-                    .with_statistics(Arc::new(stats))
-            })
-            .collect();
-        // Consecutive files to each of the session's target partitions (as
-        // a listing table does, keeping the written order); DataFusion
-        // splits large files further by byte range when it repartitions.
-        let groups = state.config().target_partitions().clamp(1, files.len());
-        let per_group = files.len().div_ceil(groups);
-        let file_groups: Vec<Vec<PartitionedFile>> = files
-            .chunks(per_group)
-            .map(<[PartitionedFile]>::to_vec)
-            .collect();
-        let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
-        let source = format.file_source(Arc::clone(&self.schema).into());
-        let config = FileScanConfigBuilder::new(self.catalog.store_url().clone(), source)
-            .with_file_groups(file_groups.into_iter().map(FileGroup::new).collect())
-            .with_statistics(snapshot_statistics(&snapshot, &self.schema))
-            .with_projection_indices(projection.cloned())?
-            .with_limit(limit)
-            .build();
-        format.create_physical_plan(state, config).await
+        scan_snapshot(
+            &self.catalog,
+            &snapshot,
+            &self.schema,
+            state,
+            projection,
+            limit,
+        )
+        .await
     }
 
     fn supports_filters_pushdown(

@@ -894,7 +894,7 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
         (
             "incremental".into(),
             1,
-            "appended 1 file(s) to people".into()
+            "people: 1 file(s) appended; read the new files alone".into()
         )
     );
     assert_eq!(ids(&s, "SELECT id FROM base ORDER BY id").await, [1, 2, 3]);
@@ -908,12 +908,12 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
         (
             "full".into(),
             1,
-            "changed: base; not incremental: Aggregate".into()
+            "changed: base; base is a materialized view that was refreshed".into()
         )
     );
     assert_eq!(ids(&s, "SELECT n FROM over_base").await, [3]);
 
-    // A file rewritten, and a file removed.
+    // A file rewritten that is most of the source: recomputed.
     source.write("a.csv", &[(1, "a"), (2, "B"), (4, "d")]);
     assert_eq!(freshness_of(&s, "base").await.0, "stale");
     assert_eq!(
@@ -921,14 +921,116 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
         (
             "full".into(),
             4,
-            "changed: people; 1 file(s) of people removed or rewritten".into()
+            "changed: people; people: 1 file(s) rewritten; recomputing would read more than half of it"
+                .into()
         )
     );
+    // More files, recomputed (FULL writes one data file per group of
+    // source files, with lineage); then one removed and one rewritten: the
+    // data files computed from them are evicted and only the rewritten
+    // one is read again.
+    for (file, first) in [("c.csv", 10), ("d.csv", 20), ("e.csv", 30)] {
+        let rows: Vec<(i64, &str)> = (first..first + 5).map(|i| (i, "x")).collect();
+        source.write(file, &rows);
+    }
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW base FULL").await,
+        ("full".into(), 19, "FULL requested".into())
+    );
     source.remove("b.csv");
-    assert_eq!(freshness_of(&s, "base").await.0, "stale");
-    s.sql("REFRESH MATERIALIZED VIEW base").await.unwrap();
-    assert_eq!(ids(&s, "SELECT id FROM base ORDER BY id").await, [1, 2, 4]);
+    source.write("c.csv", &[(11, "y")]);
+    let outcome = rows(&s, "REFRESH MATERIALIZED VIEW base").await;
+    let b = &outcome[0];
+    assert_eq!(b.column(1).as_string::<i32>().value(0), "incremental");
+    assert_eq!(
+        b.column(5).as_string::<i32>().value(0),
+        "people: 1 file(s) removed, 1 file(s) rewritten; evicted 2 data file(s) (6 rows), read 1 source file(s)"
+    );
+    // rows_written, rows_deleted
+    assert_eq!(b.column(2).as_primitive::<Int64Type>().value(0), 1);
+    assert_eq!(b.column(4).as_primitive::<Int64Type>().value(0), 6);
+    assert_eq!(
+        ids(&s, "SELECT id FROM base ORDER BY id").await,
+        [1, 2, 4, 11, 20, 21, 22, 23, 24, 30, 31, 32, 33, 34]
+    );
     assert_eq!(freshness_of(&s, "base").await, ("fresh".into(), None));
+}
+
+/// GROUP BY views merge appended rows into their groups.
+#[tokio::test]
+async fn group_by_views_merge_appends() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = MatviewSession::open(
+        SessionContext::new(),
+        &dir.path().join("cat").display().to_string(),
+    )
+    .await
+    .unwrap();
+    let source = Source::new();
+    let rows_of = |ids: std::ops::Range<i64>| -> Vec<(i64, &'static str)> {
+        ids.map(|i| (i, if i % 2 == 0 { "even" } else { "odd" }))
+            .collect()
+    };
+    source.write("a.csv", &rows_of(0..10));
+    source.write("b.csv", &rows_of(10..20));
+    s.sql(&source.register_sql("people")).await.unwrap();
+    s.sql(
+        "CREATE MATERIALIZED VIEW g AS SELECT name, count(*) AS n, sum(id) AS total, \
+         min(id) AS lo, max(id) AS hi, avg(id) AS mean FROM people GROUP BY name",
+    )
+    .await
+    .unwrap();
+    source.write("c.csv", &rows_of(20..23));
+    let explained = rows(&s, "EXPLAIN REFRESH MATERIALIZED VIEW g").await;
+    assert_eq!(
+        explained[0].column(2).as_string::<i32>().value(0),
+        "people: 1 file(s) appended; merged into the existing groups"
+    );
+    assert!(
+        explained[0]
+            .column(3)
+            .as_string::<i32>()
+            .value(0)
+            .contains("__dfmv_current"),
+        "the merge reads the stored groups"
+    );
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW g").await,
+        (
+            "incremental".into(),
+            2,
+            "people: 1 file(s) appended; merged into the existing groups".into()
+        )
+    );
+    let text = |sql: &'static str| {
+        let s = &s;
+        async move {
+            let batches = rows(s, sql).await;
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+        }
+    };
+    let query = "SELECT name, count(*) AS n, sum(id) AS total, min(id) AS lo, max(id) AS hi, \
+                 avg(id) AS mean FROM people GROUP BY name ORDER BY name";
+    assert_eq!(text("SELECT * FROM g ORDER BY name").await, text(query).await);
+    // The hidden state behind avg stays hidden.
+    assert_eq!(
+        rows(&s, "SELECT * FROM g").await[0].schema().fields().len(),
+        6
+    );
+    // A removal cannot be taken out of the groups: recomputed, with the reason.
+    source.remove("a.csv");
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW g").await,
+        (
+            "full".into(),
+            2,
+            "changed: people; people: 1 file(s) removed; rows cannot be taken back out of an aggregate"
+                .into()
+        )
+    );
+    assert_eq!(text("SELECT * FROM g ORDER BY name").await, text(query).await);
 }
 
 #[tokio::test]
@@ -961,7 +1063,7 @@ async fn refresh_cascade_and_explain_refresh() {
     assert_eq!(b.column(1).as_string::<i32>().value(0), "incremental");
     assert_eq!(
         b.column(2).as_string::<i32>().value(0),
-        "appended 1 file(s) to people"
+        "people: 1 file(s) appended; read the new files alone"
     );
     assert!(
         b.column(3)

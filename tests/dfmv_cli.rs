@@ -205,7 +205,7 @@ fn script_then_refresh_and_query_in_a_second_process() {
 2 row(s) fetched. 
 Elapsed X seconds.
 
-REFRESH MATERIALIZED VIEW totals: full, 3 rows written in X s
+REFRESH MATERIALIZED VIEW totals: incremental (orders: 1 file(s) appended; merged into the existing groups), 3 rows written in X s
 +--------+---+-------+
 | region | n | total |
 +--------+---+-------+
@@ -360,7 +360,9 @@ fn the_prompt_runs_multi_line_statements_and_survives_errors() {
     p.exp_string("> ").unwrap();
     p.send_line("REFRESH MATERIALIZED").unwrap();
     p.send_line(" VIEW v;").unwrap();
-    p.exp_string("REFRESH MATERIALIZED VIEW v: full, 3 rows written in ")
+    p.exp_string(
+        "REFRESH MATERIALIZED VIEW v: incremental (src: 1 file(s) appended; merged into the existing groups), 3 rows written in ",
+    )
         .unwrap();
     p.exp_string("> ").unwrap();
     p.send_line("\\dm").unwrap();
