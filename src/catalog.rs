@@ -37,7 +37,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 
 use crate::error::{Error, Result};
 use crate::spec::{
-    MANIFEST_FORMAT, Manifest, QualifiedName, SNAPSHOT_MARKER, SnapshotMarker, ViewEntry,
+    MANIFEST_FORMAT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SnapshotMarker,
+    ViewEntry,
 };
 
 /// How many times a commit reloads and retries after losing a race.
@@ -490,19 +491,29 @@ impl Catalog {
         let latest = self.reload().await?;
         let mut report = CleanupReport::default();
 
-        let expired: Vec<String> = latest
+        let expired: Vec<RetiredSnapshot> = latest
             .retired
             .iter()
             .filter(|r| r.retired_at.is_some_and(|t| t <= cutoff))
-            .map(|r| r.dir.clone())
+            .cloned()
             .collect();
-        for dir in &expired {
-            report.files_deleted += self.delete_dir(dir).await?;
+        for retired in &expired {
+            if retired.files.is_empty() {
+                report.files_deleted += self.delete_dir(&retired.dir).await?;
+                continue;
+            }
+            for file in &retired.files {
+                match self.store.delete(&self.path(file)).await {
+                    Ok(()) => report.files_deleted += 1,
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
         }
         if !expired.is_empty() {
             // Forget them; a concurrent cleanup may have done so already.
             self.commit(|m| {
-                m.retired.retain(|r| !expired.contains(&r.dir));
+                m.retired.retain(|r| !expired.contains(r));
                 Ok(())
             })
             .await?;

@@ -120,6 +120,16 @@ impl<'a> Fingerprinter<'a> {
             if let Some(view) = self.manifest.view(name) {
                 return Ok(Fingerprint::Snapshot {
                     id: view.snapshot.as_ref().map(|s| s.id.clone()),
+                    files: view
+                        .snapshot
+                        .iter()
+                        .flat_map(|s| &s.files)
+                        .map(|f| FileFingerprint {
+                            path: f.path.clone(),
+                            size: f.size,
+                            version: String::new(),
+                        })
+                        .collect(),
                 });
             }
             let Some(table) = registered(&self.catalogs, name).await? else {
@@ -264,6 +274,7 @@ mod tests {
                 "m",
                 Fingerprint::Snapshot {
                     id: Some("s1".into()),
+                    files: vec![],
                 },
             ),
         ];

@@ -2,8 +2,9 @@
 //! the current snapshot's files it keeps, and why.
 //!
 //! A stale view is refreshed incrementally when exactly one of the tables
-//! it reads (through plain views too) changed, that table is file-backed,
-//! and the query's shape allows it:
+//! it reads (through plain views too) changed, that table is file-backed
+//! (a listing table, or a materialized view: its data files), and the
+//! query's shape allows it:
 //!
 //! - **Row-wise** queries (projection, filter, `UNNEST`, scalar functions,
 //!   and joins where the changed table is on a side whose rows are kept
@@ -54,7 +55,7 @@ use crate::error::Result;
 use crate::spec::{
     DataFile, FileFingerprint, Fingerprint, QualifiedName, Snapshot, SourceFingerprint,
 };
-use crate::table::SnapshotTable;
+use crate::table::{MaterializedViewTable, SnapshotTable};
 
 /// Most groups of source files a full refresh writes for lineage.
 const LINEAGE_GROUPS: usize = 16;
@@ -433,11 +434,103 @@ pub(crate) fn changed_table<'a>(
                 only_source: current.len() == 1,
             })
         }
+        (
+            Some(Fingerprint::Snapshot {
+                id: Some(_),
+                files: before,
+            }),
+            Some(Fingerprint::Snapshot {
+                id: Some(_),
+                files: after,
+            }),
+        ) => Ok(Change {
+            name: name.clone(),
+            before,
+            after,
+            only_source: current.len() == 1,
+        }),
         (_, Some(Fingerprint::Snapshot { .. })) => Err(format!(
-            "{} is a materialized view that was refreshed",
+            "{} is a materialized view that was emptied or populated",
             display(name)
         )),
         _ => Err(format!("{} is not a file-backed table", display(name))),
+    }
+}
+
+/// A table whose files can be read apart from the rest: a listing table,
+/// or a materialized view (whose data files are immutable).
+enum Files {
+    Listing(ListingTable),
+    View {
+        catalog: Arc<Catalog>,
+        snapshot: Snapshot,
+        schema: datafusion::arrow::datatypes::SchemaRef,
+    },
+}
+
+impl Files {
+    fn of(
+        provider: &Arc<dyn TableProvider>,
+        name: &str,
+        catalog: &Arc<Catalog>,
+    ) -> std::result::Result<Files, String> {
+        if let Some(view) =
+            (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
+        {
+            let snapshot = view.snapshot().map_err(|_| format!("{name} has no data"))?;
+            return Ok(Files::View {
+                catalog: Arc::clone(catalog),
+                snapshot,
+                schema: view.schema(),
+            });
+        }
+        listing_of(provider, name).map(Files::Listing)
+    }
+
+    /// A table of the same columns over only `paths`.
+    fn only(&self, paths: &[String]) -> Result<Arc<dyn TableProvider>> {
+        match self {
+            Files::Listing(listing) => {
+                let urls = paths
+                    .iter()
+                    .map(ListingTableUrl::parse)
+                    .collect::<datafusion::error::Result<Vec<_>>>()?;
+                let config = ListingTableConfig::new_with_multi_paths(urls)
+                    .with_listing_options(listing.options().clone())
+                    .with_schema(TableProvider::schema(listing));
+                Ok(Arc::new(ListingTable::try_new(config)?))
+            }
+            Files::View {
+                catalog,
+                snapshot,
+                schema,
+            } => {
+                let wanted: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
+                let files: Vec<DataFile> = snapshot
+                    .files
+                    .iter()
+                    .filter(|f| wanted.contains(f.path.as_str()))
+                    .cloned()
+                    .collect();
+                if files.len() != wanted.len() {
+                    return Err(datafusion::error::DataFusionError::Plan(
+                        "a materialized view changed while its dependent was planned".into(),
+                    )
+                    .into());
+                }
+                let only = Snapshot {
+                    row_count: files.iter().map(|f| f.rows).sum(),
+                    size_bytes: files.iter().map(|f| f.size).sum(),
+                    files,
+                    ..snapshot.clone()
+                };
+                Ok(Arc::new(SnapshotTable::new(
+                    Arc::clone(catalog),
+                    only,
+                    Arc::clone(schema),
+                )))
+            }
+        }
     }
 }
 
@@ -543,21 +636,14 @@ pub(crate) fn linear(
     }
 }
 
-/// `plan` with every scan of `provider` reading only `files` instead.
+/// `plan` with every scan of `provider` reading only `paths` of it instead.
 fn over_files(
     plan: &LogicalPlan,
     provider: &Arc<dyn TableProvider>,
-    listing: &ListingTable,
-    files: &[String],
+    files: &Files,
+    paths: &[String],
 ) -> Result<LogicalPlan> {
-    let urls = files
-        .iter()
-        .map(ListingTableUrl::parse)
-        .collect::<datafusion::error::Result<Vec<_>>>()?;
-    let config = ListingTableConfig::new_with_multi_paths(urls)
-        .with_listing_options(listing.options().clone())
-        .with_schema(TableProvider::schema(listing));
-    let only = provider_as_source(Arc::new(ListingTable::try_new(config)?));
+    let only = provider_as_source(files.only(paths)?);
     Ok(plan
         .clone()
         .transform_up(|node| match node {
@@ -618,6 +704,7 @@ pub(crate) fn full(
                 if let Ok(listing) = listing_of(provider, &name)
                     && linear(&plan, provider, &name) == Ok(true)
                 {
+                    let listing = Files::Listing(listing);
                     let parts = groups(files)
                         .into_iter()
                         .map(|group| {
@@ -657,8 +744,8 @@ pub(crate) fn choose(
     provider: &Arc<dyn TableProvider>,
     catalog: &Arc<Catalog>,
 ) -> Result<Strategy> {
-    let listing = match listing_of(provider, source) {
-        Ok(listing) => listing,
+    let readable = match Files::of(provider, source, catalog) {
+        Ok(files) => files,
         Err(why) => return Ok(Strategy::Full(why)),
     };
     let before: BTreeMap<&str, &FileFingerprint> =
@@ -717,7 +804,7 @@ pub(crate) fn choose(
                 return Ok(Strategy::Full(format!("{what}, more than half of it")));
             }
             let added: Vec<String> = added.iter().map(|p| p.to_string()).collect();
-            let delta = over_files(&aggregation.plan, provider, &listing, &added)?;
+            let delta = over_files(&aggregation.plan, provider, &readable, &added)?;
             let schema = Arc::new(aggregation.plan.schema().as_arrow().clone());
             let current = Arc::new(SnapshotTable::new(
                 Arc::clone(catalog),
@@ -777,7 +864,7 @@ pub(crate) fn choose(
                 vec![]
             } else {
                 vec![Part {
-                    plan: over_files(plan, provider, &listing, &read)?,
+                    plan: over_files(plan, provider, &readable, &read)?,
                     lineage: change.only_source.then(|| read.clone()),
                 }]
             };
@@ -870,21 +957,34 @@ mod tests {
             changed_table(&then, &both, show).unwrap_err(),
             "dim and t changed"
         );
+        // A materialized view: its data files are what changed.
         let refreshed = [source(
             "m",
             Fingerprint::Snapshot {
                 id: Some("b".into()),
+                files: vec![file("m/a/1", 1), file("m/b/2", 1)],
             },
         )];
         let before = [source(
             "m",
             Fingerprint::Snapshot {
                 id: Some("a".into()),
+                files: vec![file("m/a/1", 1)],
+            },
+        )];
+        let change = changed_table(&before, &refreshed, show).unwrap();
+        assert_eq!((change.before.len(), change.after.len()), (1, 2));
+        assert!(change.only_source);
+        let emptied = [source(
+            "m",
+            Fingerprint::Snapshot {
+                id: None,
+                files: vec![],
             },
         )];
         assert_eq!(
-            changed_table(&before, &refreshed, show).unwrap_err(),
-            "m is a materialized view that was refreshed"
+            changed_table(&before, &emptied, show).unwrap_err(),
+            "m is a materialized view that was emptied or populated"
         );
     }
 }

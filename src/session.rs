@@ -81,13 +81,17 @@ impl Default for MatviewOptions {
 pub struct RefreshOutcome {
     /// The view, as named in messages.
     pub view: String,
-    /// `full`, or `no_op` when no source changed since the last refresh.
+    /// `full`; `incremental` when only what changed was computed (see
+    /// `src/incremental.rs`); `no_op` when no source changed since the
+    /// last refresh.
     pub mode: &'static str,
-    /// Rows in the new snapshot.
+    /// Rows written: the whole new snapshot for `full`; for `incremental`
+    /// the new rows (of a merged aggregate: every group).
     pub rows_written: u64,
     /// Catalog version that committed it (for `no_op`, the current one).
     pub version: u64,
-    /// Rows of the previous snapshot that the new one no longer has.
+    /// Rows of the previous snapshot that the new one no longer has (its
+    /// evicted or replaced files).
     pub rows_deleted: u64,
     /// Why this mode: `sources unchanged`, `changed: t`, `first refresh`, ...
     pub detail: String,
@@ -916,8 +920,9 @@ impl MatviewSession {
 
     /// Decides how to bring view `name` up to date, without changing
     /// anything: `no_op` when no source changed since the last refresh,
-    /// `incremental` when only files were appended to the one file-backed
-    /// source of a row-wise view, else `full`; with the reason.
+    /// `incremental` when one file-backed table changed and the query's
+    /// shape allows computing only what changed (see
+    /// [`crate::incremental`]), else `full`; with the reason.
     async fn plan_refresh(&self, name: &QualifiedName, full: bool) -> Result<PlannedRefresh> {
         let display = self.display(name);
         let manifest = self.catalog.reload().await?;

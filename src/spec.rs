@@ -157,6 +157,11 @@ pub struct RetiredSnapshot {
     /// Commit time of the version that stopped referencing it; set by the
     /// commit itself (`None` only inside an uncommitted change).
     pub retired_at: Option<DateTime<Utc>>,
+    /// When not empty, only these files of `dir` (relative to the catalog
+    /// root) are retired: an incremental refresh evicted them while the
+    /// current snapshot still uses the directory's other files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
 }
 
 impl Default for Manifest {
@@ -235,15 +240,41 @@ impl Manifest {
         before != self.relations.len()
     }
 
-    /// Retires the directories `old` used that `new` does not (an
-    /// incremental refresh keeps using the files of the snapshot before).
+    /// Retires the directories `old` used that `new` does not, and the
+    /// files `old` used that `new` does not in directories `new` still
+    /// uses (an incremental refresh keeps some files of the snapshot
+    /// before and evicts others).
     fn retire(&mut self, old: &ViewEntry, new: &ViewEntry) {
         let keep = new.data_dirs();
+        let kept_files: BTreeSet<&str> = new
+            .snapshot
+            .iter()
+            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+            .collect();
         for dir in old.data_dirs() {
             if !keep.contains(&dir) {
                 self.retired.push(RetiredSnapshot {
                     dir,
                     retired_at: None,
+                    files: vec![],
+                });
+                continue;
+            }
+            let evicted: Vec<String> = old
+                .snapshot
+                .iter()
+                .flat_map(|s| &s.files)
+                .filter(|f| {
+                    f.path.rsplit_once('/').map(|(d, _)| d) == Some(dir.as_str())
+                        && !kept_files.contains(f.path.as_str())
+                })
+                .map(|f| f.path.clone())
+                .collect();
+            if !evicted.is_empty() {
+                self.retired.push(RetiredSnapshot {
+                    dir,
+                    retired_at: None,
+                    files: evicted,
                 });
             }
         }
@@ -371,6 +402,11 @@ pub enum Fingerprint {
     Snapshot {
         /// Snapshot id; `None` when unpopulated.
         id: Option<String>,
+        /// The snapshot's data files (path relative to the catalog root,
+        /// size), so a view over it can tell which files an incremental
+        /// refresh of it added or evicted.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<FileFingerprint>,
     },
     /// A plain view: what it reads.
     View {
@@ -595,6 +631,75 @@ mod tests {
         assert!(
             m.remove(&QualifiedName::new("datafusion", "public", "b"))
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn evicted_files_are_retired_alone_while_their_directory_is_in_use() {
+        let mut m = Manifest::default();
+        let name = QualifiedName::new("datafusion", "public", "v");
+        let file = |path: &str| DataFile {
+            path: path.into(),
+            size: 1,
+            rows: 1,
+            columns: vec![],
+            lineage: None,
+        };
+        let snapshot = |id: &str, files: Vec<DataFile>| Snapshot {
+            id: id.into(),
+            row_count: files.len() as u64,
+            size_bytes: files.len() as u64,
+            files,
+            refreshed_at: Utc::now(),
+            sources: vec![],
+            state_columns: vec![],
+        };
+        m.upsert(ViewEntry {
+            dir: "public/v".into(),
+            name: name.clone(),
+            id: "id".into(),
+            definition: Definition {
+                format: 1,
+                sql: String::new(),
+                column_names: vec![],
+                default_catalog: String::new(),
+                default_schema: String::new(),
+                schema: Schema::empty(),
+                sources: vec![],
+                not_reproducible: None,
+            },
+            created_at: Utc::now(),
+            snapshot: Some(snapshot(
+                "s1",
+                vec![file("public/v/s1/a.parquet"), file("public/v/s1/b.parquet")],
+            )),
+        });
+        // s2 keeps a, evicts b, adds c.
+        m.set_snapshot(
+            &name,
+            snapshot(
+                "s2",
+                vec![file("public/v/s1/a.parquet"), file("public/v/s2/c.parquet")],
+            ),
+        );
+        assert_eq!(
+            m.retired,
+            [RetiredSnapshot {
+                dir: "public/v/s1".into(),
+                retired_at: None,
+                files: vec!["public/v/s1/b.parquet".into()],
+            }]
+        );
+        // s3 uses none of s1 and s2: both directories go whole.
+        m.set_snapshot(&name, snapshot("s3", vec![file("public/v/s3/d.parquet")]));
+        let dirs: Vec<(&str, usize)> = m
+            .retired
+            .iter()
+            .map(|r| (r.dir.as_str(), r.files.len()))
+            .collect();
+        assert_eq!(
+            dirs,
+            [("public/v/s1", 1), ("public/v/s1", 0), ("public/v/s2", 0)]
         );
     }
 
