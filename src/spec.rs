@@ -599,6 +599,19 @@ mod tests {
         );
     }
 
+    fn empty_definition() -> Definition {
+        Definition {
+            format: 1,
+            sql: String::new(),
+            column_names: vec![],
+            default_catalog: String::new(),
+            default_schema: String::new(),
+            schema: Schema::empty(),
+            sources: vec![],
+            not_reproducible: None,
+        }
+    }
+
     #[test]
     fn upsert_keeps_views_sorted_and_replaces() {
         let mut m = Manifest::default();
@@ -608,16 +621,7 @@ mod tests {
                 dir: view_dir(&name),
                 name,
                 id: n.into(),
-                definition: Definition {
-                    format: 1,
-                    sql: String::new(),
-                    column_names: vec![],
-                    default_catalog: String::new(),
-                    default_schema: String::new(),
-                    schema: Schema::empty(),
-                    sources: vec![],
-                    not_reproducible: None,
-                },
+                definition: empty_definition(),
                 created_at: Utc::now(),
                 snapshot: None,
             });
@@ -658,16 +662,7 @@ mod tests {
             dir: "public/v".into(),
             name: name.clone(),
             id: "id".into(),
-            definition: Definition {
-                format: 1,
-                sql: String::new(),
-                column_names: vec![],
-                default_catalog: String::new(),
-                default_schema: String::new(),
-                schema: Schema::empty(),
-                sources: vec![],
-                not_reproducible: None,
-            },
+            definition: empty_definition(),
             created_at: Utc::now(),
             snapshot: Some(snapshot(
                 "s1",

@@ -688,13 +688,7 @@ async fn refresh_reports_progress_while_it_runs() {
 
 #[tokio::test]
 async fn existing_parquet_results_can_be_adopted() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = MatviewSession::open(
-        SessionContext::new(),
-        &dir.path().join("cat").display().to_string(),
-    )
-    .await
-    .unwrap();
+    let (dir, s) = temp_session().await;
     s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2), (3)")
         .await
         .unwrap();
@@ -793,6 +787,19 @@ async fn refresh_row(s: &MatviewSession, sql: &str) -> (String, i64, String) {
         b.column(2).as_primitive::<Int64Type>().value(0),
         b.column(5).as_string::<i32>().value(0).to_owned(),
     )
+}
+
+/// A session over a new catalog in a temporary folder (removed when the
+/// returned guard is dropped).
+async fn temp_session() -> (tempfile::TempDir, MatviewSession) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = MatviewSession::open(
+        SessionContext::new(),
+        &dir.path().join("cat").display().to_string(),
+    )
+    .await
+    .unwrap();
+    (dir, s)
 }
 
 /// Freshness from listings only, and REFRESH skipping work when nothing changed.
@@ -1013,13 +1020,7 @@ async fn evicted_data_files_are_deleted_after_retention() {
 /// GROUP BY views merge appended rows into their groups.
 #[tokio::test]
 async fn group_by_views_merge_appends() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = MatviewSession::open(
-        SessionContext::new(),
-        &dir.path().join("cat").display().to_string(),
-    )
-    .await
-    .unwrap();
+    let (_dir, s) = temp_session().await;
     let source = Source::new();
     let rows_of = |ids: std::ops::Range<i64>| -> Vec<(i64, &'static str)> {
         ids.map(|i| (i, if i % 2 == 0 { "even" } else { "odd" }))
@@ -1095,13 +1096,7 @@ async fn group_by_views_merge_appends() {
 
 #[tokio::test]
 async fn refresh_cascade_and_explain_refresh() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = MatviewSession::open(
-        SessionContext::new(),
-        &dir.path().join("cat").display().to_string(),
-    )
-    .await
-    .unwrap();
+    let (_dir, s) = temp_session().await;
     let source = Source::new();
     source.write("a.csv", &[(1, "a"), (2, "b"), (3, "c"), (4, "d")]);
     s.sql(&source.register_sql("people")).await.unwrap();
