@@ -623,8 +623,8 @@ pub(crate) fn linear(
                 Ok(true)
             } else {
                 Err(format!(
-                    "not incremental: {name} is on the null-supplying side of a {} join",
-                    join.join_type
+                    "not incremental: a {} join does not keep the rows of {name} one by one",
+                    join.join_type.to_string().to_lowercase()
                 ))
             }
         }
@@ -893,6 +893,123 @@ pub(crate) fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datafusion::prelude::{CsvReadOptions, SessionContext};
+
+    /// A session with CSV tables `t (a, b)` and `d (a, c)`.
+    async fn session() -> (tempfile::TempDir, SessionContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = SessionContext::new();
+        for (name, header) in [("t", "a,b"), ("d", "a,c")] {
+            let path = dir.path().join(format!("{name}.csv"));
+            std::fs::write(&path, format!("{header}\n1,x\n2,y\n")).unwrap();
+            ctx.register_csv(name, path.to_str().unwrap(), CsvReadOptions::new())
+                .await
+                .unwrap();
+        }
+        (dir, ctx)
+    }
+
+    async fn plan(ctx: &SessionContext, sql: &str) -> LogicalPlan {
+        ctx.state().create_logical_plan(sql).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn row_wise_in_the_changed_table() {
+        let (_dir, ctx) = session().await;
+        let t = ctx.table_provider("t").await.unwrap();
+        let cases: &[(&str, std::result::Result<bool, &str>)] = &[
+            ("SELECT a, upper(b) FROM t WHERE a > 1", Ok(true)),
+            ("SELECT unnest(make_array(a, a)) FROM t", Ok(true)),
+            ("SELECT t.a, d.c FROM t JOIN d ON t.a = d.a", Ok(true)),
+            ("SELECT t.a FROM t LEFT JOIN d ON t.a = d.a", Ok(true)),
+            (
+                "SELECT d.a FROM d LEFT SEMI JOIN t ON t.a = d.a",
+                Err("not incremental: a leftsemi join does not keep the rows of t one by one"),
+            ),
+            (
+                "SELECT t.a FROM d LEFT JOIN t ON t.a = d.a",
+                Err("not incremental: a left join does not keep the rows of t one by one"),
+            ),
+            (
+                "SELECT x.a FROM t x JOIN t y ON x.a = y.a",
+                Err("not incremental: t is joined with itself"),
+            ),
+            ("SELECT a FROM t ORDER BY a", Err("not incremental: Sort")),
+            (
+                "SELECT DISTINCT a FROM t",
+                Err("not incremental: Distinct"),
+            ),
+            (
+                "SELECT a FROM d WHERE a IN (SELECT a FROM t)",
+                Err("not incremental: a subquery reads t"),
+            ),
+            // An unchanged table may be read in any shape.
+            (
+                "SELECT a FROM d WHERE a IN (SELECT max(a) FROM d)",
+                Ok(false),
+            ),
+        ];
+        for (sql, expected) in cases {
+            let got = linear(&plan(&ctx, sql).await, &t, "t");
+            assert_eq!(got, expected.map_err(str::to_owned), "{sql}");
+        }
+    }
+
+    #[tokio::test]
+    async fn which_aggregates_merge() {
+        let (_dir, ctx) = session().await;
+        let shape = |sql: &'static str| {
+            let ctx = &ctx;
+            async move { Shape::of(&plan(ctx, sql).await).unwrap() }
+        };
+        match shape("SELECT b, count(*) AS n, min(a), avg(a) AS m FROM t GROUP BY b").await {
+            Shape::Aggregate(a) => {
+                assert_eq!(a.state_columns, ["__dfmv_sum_3", "__dfmv_count_3"]);
+                assert_eq!(
+                    a.merges,
+                    [
+                        Merge::Key,
+                        Merge::Sum,
+                        Merge::Min,
+                        Merge::Avg { sum: 4, count: 5 },
+                        Merge::Sum,
+                        Merge::Sum
+                    ]
+                );
+                let names: Vec<&String> =
+                    a.plan.schema().fields().iter().map(|f| f.name()).collect();
+                assert_eq!(
+                    names,
+                    ["b", "n", "min(t.a)", "m", "__dfmv_sum_3", "__dfmv_count_3"]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(shape("SELECT a FROM t").await, Shape::Rows));
+        for (sql, why) in [
+            (
+                "SELECT b, count(DISTINCT a) FROM t GROUP BY b",
+                "not incremental: count(DISTINCT ...) cannot be merged",
+            ),
+            (
+                "SELECT count(*) + 1 AS n FROM t",
+                "not incremental: column \"n\" is computed from aggregates",
+            ),
+            (
+                "SELECT count(*) AS n FROM t GROUP BY b",
+                "not incremental: GROUP BY t.b is not a column of the view",
+            ),
+            (
+                "SELECT b, median(a) FROM t GROUP BY b",
+                "not incremental: median() cannot be merged",
+            ),
+        ] {
+            match shape(sql).await {
+                Shape::Other(reason) => assert_eq!(reason, why, "{sql}"),
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+    }
 
     fn file(path: &str, size: u64) -> FileFingerprint {
         FileFingerprint {
