@@ -783,7 +783,8 @@ impl MatviewSession {
                 }
                 None => {
                     let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-                    let write = self.full_write(plan, &fingerprints).await?;
+                    let shape = Shape::of(&plan);
+                    let write = self.full_write(plan, &shape, &fingerprints).await?;
                     write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints)
                         .await?
                 }
@@ -960,7 +961,7 @@ impl MatviewSession {
             .fingerprinter(&manifest)
             .sources(&entry.definition.sources)
             .await?;
-        let shape = Shape::of(&plan)?;
+        let shape = Shape::of(&plan);
         let mut mode = "full";
         let mut chosen = None;
         let detail = match (&entry.snapshot, entry.definition.not_reproducible.clone()) {
@@ -1001,7 +1002,7 @@ impl MatviewSession {
         let write = match (mode, chosen) {
             ("no_op", _) => None,
             (_, Some(write)) => Some(write),
-            _ => Some(self.full_write(plan, &fingerprints).await?),
+            _ => Some(self.full_write(plan, &shape, &fingerprints).await?),
         };
         Ok(PlannedRefresh {
             name: name.clone(),
@@ -1050,14 +1051,14 @@ impl MatviewSession {
     async fn full_write(
         &self,
         plan: LogicalPlan,
+        shape: &Shape,
         fingerprints: &[SourceFingerprint],
     ) -> Result<Write> {
-        let shape = Shape::of(&plan)?;
         let single = self.single_table(fingerprints).await?;
         let single = single
             .as_ref()
             .map(|(provider, name, files)| (provider, name, files.as_slice()));
-        incremental::full(plan, &shape, single)
+        incremental::full(plan, shape, single)
     }
 
     /// The one table a view reads (through plain views too), with its
