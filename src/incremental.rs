@@ -315,9 +315,12 @@ impl Aggregation {
         let both = LogicalPlanBuilder::from(stored).union(delta)?.build()?;
         let input = Arc::clone(both.schema());
         let column = |i: usize| Expr::Column(Column::from(input.qualified_field(i)));
+        let key_count = self.merges.iter().filter(|m| **m == Merge::Key).count();
         let mut keys = vec![];
         let mut aggregates = vec![];
-        // Where each column's merged value is in the aggregate's output.
+        // Where each column's merged value is in the aggregate's output:
+        // the keys first, then the aggregates (none for avg, which is
+        // computed from its state columns).
         let mut at = vec![None; self.merges.len()];
         for (i, merge) in self.merges.iter().enumerate() {
             let merged = match merge {
@@ -331,19 +334,9 @@ impl Aggregation {
                 Merge::Max => max(column(i)),
                 Merge::Avg { .. } => continue,
             };
-            at[i] = Some(aggregates.len());
+            at[i] = Some(key_count + aggregates.len());
             aggregates.push(merged.alias(format!("__dfmv_merged_{i}")));
         }
-        let keys_len = keys.len();
-        let at: Vec<Option<usize>> = self
-            .merges
-            .iter()
-            .zip(at)
-            .map(|(m, a)| match m {
-                Merge::Key => a,
-                _ => a.map(|a| keys_len + a),
-            })
-            .collect();
         let merged = LogicalPlanBuilder::from(both)
             .aggregate(keys, aggregates)?
             .build()?;
@@ -399,6 +392,19 @@ fn leaves<'a>(
                 out.insert(&source.name, fingerprint);
             }
         }
+    }
+}
+
+/// The one table a view reads (through plain views too), with its files,
+/// when that table is file-backed and the view reads nothing else.
+pub(crate) fn only_table(
+    sources: &[SourceFingerprint],
+) -> Option<(&QualifiedName, &[FileFingerprint])> {
+    let mut tables = BTreeMap::new();
+    leaves(sources, &mut tables);
+    match tables.into_iter().collect::<Vec<_>>().as_slice() {
+        [(name, Fingerprint::Files { files })] => Some((*name, files.as_slice())),
+        _ => None,
     }
 }
 
@@ -1063,6 +1069,10 @@ mod tests {
             ),
         ];
         let show = |n: &QualifiedName| n.name.clone();
+        // Two tables: no one table to write in groups of its files.
+        assert!(only_table(&now).is_none());
+        let (name, t_files) = only_table(&now[1..]).unwrap();
+        assert_eq!((name.name.as_str(), t_files.len()), ("t", 3));
         let change = changed_table(&then, &now, show).unwrap();
         assert_eq!(change.name.name, "t");
         assert_eq!((change.before.len(), change.after.len()), (2, 3));

@@ -168,10 +168,10 @@ pub(crate) async fn write_snapshot(
     let written = async {
         let file_type =
             format_as_file_type(Arc::new(ParquetFormatFactory::new_with_options(options)));
-        let single = parts.len() > 1;
+        let file_per_part = parts.len() > 1;
         let mut physical = Vec::with_capacity(parts.len());
         for (i, part) in parts.into_iter().enumerate() {
-            let (url, options) = if single {
+            let (url, options) = if file_per_part {
                 (
                     format!("{}{}", catalog.url_of_dir(&dir), part_file(i)),
                     HashMap::from([("single_file_output".to_owned(), "true".to_owned())]),

@@ -35,8 +35,8 @@ use crate::incremental::{self, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
-    DEFINITION_FORMAT, Definition, FileFingerprint, Fingerprint, Manifest, QualifiedName,
-    RelationEntry, RelationKind, Snapshot, SourceFingerprint, ViewEntry, view_dir,
+    DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, Snapshot,
+    SourceFingerprint, ViewEntry, view_dir,
 };
 use crate::sql::{
     CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
@@ -961,7 +961,8 @@ impl MatviewSession {
             .fingerprinter(&manifest)
             .sources(&entry.definition.sources)
             .await?;
-        let shape = Shape::of(&plan);
+        // Analysed only when the view is not fresh.
+        let mut shape = None;
         let mut mode = "full";
         let mut chosen = None;
         let detail = match (&entry.snapshot, entry.definition.not_reproducible.clone()) {
@@ -976,8 +977,9 @@ impl MatviewSession {
                         "sources unchanged".into()
                     }
                     Freshness::Stale(changed) => {
+                        let shape = shape.insert(Shape::of(&plan));
                         match self
-                            .choose_incremental(&plan, &shape, snapshot, &fingerprints)
+                            .choose_incremental(&plan, shape, snapshot, &fingerprints)
                             .await?
                         {
                             Strategy::Incremental { write, detail } => {
@@ -1002,7 +1004,10 @@ impl MatviewSession {
         let write = match (mode, chosen) {
             ("no_op", _) => None,
             (_, Some(write)) => Some(write),
-            _ => Some(self.full_write(plan, &shape, &fingerprints).await?),
+            _ => {
+                let shape = shape.unwrap_or_else(|| Shape::of(&plan));
+                Some(self.full_write(plan, &shape, &fingerprints).await?)
+            }
         };
         Ok(PlannedRefresh {
             name: name.clone(),
@@ -1054,42 +1059,15 @@ impl MatviewSession {
         shape: &Shape,
         fingerprints: &[SourceFingerprint],
     ) -> Result<Write> {
-        let single = self.single_table(fingerprints).await?;
-        let single = single
-            .as_ref()
-            .map(|(provider, name, files)| (provider, name, files.as_slice()));
+        let table = incremental::only_table(fingerprints);
+        let provider = match table {
+            Some((name, _)) => self.registered(name).await?,
+            None => None,
+        };
+        let single = table
+            .zip(provider.as_ref())
+            .map(|((name, files), provider)| (provider, name, files));
         incremental::full(plan, shape, single)
-    }
-
-    /// The one table a view reads (through plain views too), with its
-    /// provider and files now, when it reads exactly one file-backed table.
-    async fn single_table(
-        &self,
-        fingerprints: &[SourceFingerprint],
-    ) -> Result<Option<(Arc<dyn TableProvider>, QualifiedName, Vec<FileFingerprint>)>> {
-        let mut sources = fingerprints;
-        loop {
-            match sources {
-                [
-                    SourceFingerprint {
-                        fingerprint: Fingerprint::View { sources: inner },
-                        ..
-                    },
-                ] => sources = inner,
-                [
-                    SourceFingerprint {
-                        name,
-                        fingerprint: Fingerprint::Files { files },
-                    },
-                ] => {
-                    return Ok(self
-                        .registered(name)
-                        .await?
-                        .map(|p| (p, name.clone(), files.clone())));
-                }
-                _ => return Ok(None),
-            }
-        }
     }
 
     /// Carries out a planned refresh: writes the new snapshot and commits it.
