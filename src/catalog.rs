@@ -26,8 +26,8 @@
 //! window (see [`Catalog::cleanup`]).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use datafusion::execution::object_store::ObjectStoreUrl;
@@ -40,6 +40,10 @@ use crate::spec::{
     MANIFEST_FORMAT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SnapshotMarker,
     ViewEntry,
 };
+
+/// How many versions the latest-version pointer may lag before a reader
+/// that notices rewrites it.
+const POINTER_LAG: u64 = 4;
 
 /// How many times a commit reloads and retries after losing a race.
 pub const MAX_COMMIT_ATTEMPTS: usize = 20;
@@ -58,6 +62,32 @@ pub struct Catalog {
     root: Path,
     retention: Duration,
     current: RwLock<Arc<Manifest>>,
+    /// When `current` was last known to be the latest version.
+    confirmed: Mutex<Option<Instant>>,
+    /// Retired entries whose files a cleanup deleted after a commit; the
+    /// next commit drops them from the manifest (see [`Catalog::cleanup`]).
+    forgotten: Mutex<Vec<RetiredSnapshot>>,
+    /// When a manifest version may next be old enough to delete: after a
+    /// commit, a cleanup lists the log only from then on.
+    next_log_sweep: Mutex<Option<DateTime<Utc>>>,
+    /// The latest-version pointer write in flight, finished by the next
+    /// [`Catalog::reload`].
+    pointer_write: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// How much a [`Catalog::cleanup`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// The cheap pass run with every change: deletes the files of expired
+    /// retired entries (which leave the manifest with the next commit,
+    /// rather than with a commit of their own), and lists the manifest log
+    /// only when a version may have expired.
+    Quick,
+    /// Everything: also forgets deleted entries in a commit of its own,
+    /// repairs the latest-version pointer, and deletes files no version
+    /// references (left by writers that failed before committing). This
+    /// lists every data file of the catalog.
+    Full,
 }
 
 /// What [`Catalog::recover`] did.
@@ -112,6 +142,10 @@ impl Catalog {
             root,
             retention,
             current: RwLock::new(Arc::new(Manifest::default())),
+            confirmed: Mutex::new(None),
+            forgotten: Mutex::new(vec![]),
+            next_log_sweep: Mutex::new(None),
+            pointer_write: Mutex::new(None),
         }
     }
 
@@ -216,7 +250,7 @@ impl Catalog {
             retired: vec![],
             relations,
         };
-        let json = serde_json::to_vec_pretty(&manifest).map_err(|e| Error::CorruptManifest {
+        let json = serde_json::to_vec(&manifest).map_err(|e| Error::CorruptManifest {
             path: self.version_path(manifest.version).to_string(),
             reason: e.to_string(),
         })?;
@@ -231,7 +265,7 @@ impl Catalog {
                 opts,
             )
             .await?;
-        self.write_pointer(manifest.version).await;
+        self.write_pointer(manifest.version);
         report.version = manifest.version;
         report.views = manifest
             .views
@@ -328,19 +362,52 @@ impl Catalog {
     /// Loads the latest committed version (if newer than what is loaded)
     /// and returns it. When nothing changed this costs one `HEAD` request
     /// (of the version after the loaded one); it never lists the log unless
-    /// the latest-version pointer is missing or stale.
+    /// the latest-version pointer is missing or stale. It first waits for
+    /// this catalog's pointer write in flight.
+    ///
+    /// A missing next version proves the loaded one is the latest only
+    /// while the next version cannot have been deleted yet: a cleanup
+    /// deletes a version once its successor is older than the retention
+    /// window, and always deletes older versions first. So once the loaded
+    /// version was last confirmed more than the window ago, its own
+    /// presence is checked too (one more `HEAD`); without that, a session
+    /// idle for longer than the window would commit on top of a version
+    /// the others have long moved past, and its commit would be lost.
     pub async fn reload(&self) -> Result<Arc<Manifest>> {
+        self.settle_pointer().await;
         let current = self.current();
+        let checked_at = Instant::now();
         if current.version > 0 && !self.exists(current.version + 1).await? {
-            return Ok(current);
+            let recently = self
+                .confirmed()
+                .is_some_and(|t| t.elapsed() < self.retention);
+            if recently || self.exists(current.version).await? {
+                self.confirm(checked_at);
+                return Ok(current);
+            }
         }
         match self.latest_version().await? {
             Some(v) if v > current.version => {
                 let manifest = Arc::new(self.read_version(v).await?);
                 self.install(Arc::clone(&manifest));
+                self.confirm(checked_at);
                 Ok(manifest)
             }
-            _ => Ok(current),
+            _ => {
+                self.confirm(checked_at);
+                Ok(current)
+            }
+        }
+    }
+
+    fn confirmed(&self) -> Option<Instant> {
+        *self.confirmed.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn confirm(&self, at: Instant) {
+        let mut guard = self.confirmed.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none_or(|t| t < at) {
+            *guard = Some(at);
         }
     }
 
@@ -358,7 +425,9 @@ impl Catalog {
 
     /// The latest version number: from the pointer file, then probing
     /// forward for commits it does not know yet. Falls back to listing the
-    /// log when the pointer is missing, unreadable or names a removed version.
+    /// log when the pointer is missing, unreadable or names a removed version,
+    /// and repairs a pointer found wrong or more than a few versions behind
+    /// (pointer writes are best effort).
     async fn latest_version(&self) -> Result<Option<u64>> {
         let pointed = match self.store.get(&self.pointer_path()).await {
             Ok(got) => {
@@ -370,28 +439,55 @@ impl Catalog {
             Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(e.into()),
         };
-        let mut version = match pointed {
-            Some(v) if self.exists(v).await? => v,
+        let (mut version, valid) = match pointed {
+            Some(v) if self.exists(v).await? => (v, true),
             _ => match self.list_versions().await?.last() {
-                Some((v, _)) => *v,
+                Some((v, _)) => (*v, false),
                 None => return Ok(None),
             },
         };
+        let from = version;
         while self.exists(version + 1).await? {
             version += 1;
+        }
+        if !valid || version - from > POINTER_LAG {
+            self.write_pointer(version);
         }
         Ok(Some(version))
     }
 
     /// Records `version` as the latest, for readers to find it without
-    /// listing. Best effort: a stale pointer only costs readers a few
-    /// `HEAD` requests, so failures are ignored.
-    async fn write_pointer(&self, version: u64) {
+    /// listing. Best effort: a stale pointer only costs readers a few `HEAD`
+    /// requests, so failures are ignored. It is written in the background,
+    /// after the previous pointer write, and the next [`Self::reload`] waits
+    /// for it, so a statement does not wait for the pointer of its own
+    /// commit and writes stay in order.
+    fn write_pointer(&self, version: u64) {
         let json = serde_json::to_vec(&LatestPointer { version }).unwrap_or_default();
-        let _ = self
-            .store
-            .put(&self.pointer_path(), PutPayload::from(json))
-            .await;
+        let (store, path) = (Arc::clone(&self.store), self.pointer_path());
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut pending = self.pointer_write.lock().unwrap_or_else(|e| e.into_inner());
+        let previous = pending.take();
+        *pending = Some(runtime.spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            let _ = store.put(&path, PutPayload::from(json)).await;
+        }));
+    }
+
+    /// Waits for the pointer write in flight, if any.
+    async fn settle_pointer(&self) {
+        let pending = self
+            .pointer_write
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(write) = pending {
+            let _ = write.await;
+        }
     }
 
     fn install(&self, manifest: Arc<Manifest>) {
@@ -410,16 +506,19 @@ impl Catalog {
         mut change: impl FnMut(&mut Manifest) -> Result<T>,
     ) -> Result<(T, Arc<Manifest>)> {
         let mut base = self.reload().await?;
+        let forgotten = self.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let mut next = (*base).clone();
             let out = change(&mut next)?;
+            // Entries whose files a cleanup already deleted.
+            next.retired.retain(|r| !forgotten.contains(r));
             next.format_version = MANIFEST_FORMAT;
             next.version = base.version + 1;
             next.committed_at = Utc::now();
             for retired in next.retired.iter_mut().filter(|r| r.retired_at.is_none()) {
                 retired.retired_at = Some(next.committed_at);
             }
-            let json = serde_json::to_vec_pretty(&next).map_err(|e| Error::CorruptManifest {
+            let json = serde_json::to_vec(&next).map_err(|e| Error::CorruptManifest {
                 path: self.version_path(next.version).to_string(),
                 reason: e.to_string(),
             })?;
@@ -427,6 +526,7 @@ impl Catalog {
                 mode: PutMode::Create,
                 ..Default::default()
             };
+            let put_at = Instant::now();
             match self
                 .store
                 .put_opts(
@@ -439,7 +539,14 @@ impl Catalog {
                 Ok(_) => {
                     let next = Arc::new(next);
                     self.install(Arc::clone(&next));
-                    self.write_pointer(next.version).await;
+                    self.confirm(put_at);
+                    if let Ok(mut pending) = self.forgotten.lock() {
+                        pending.retain(|r| !forgotten.contains(r));
+                    }
+                    // Its predecessor may be deleted once it is older than
+                    // the window.
+                    self.schedule_log_sweep(self.expiry(next.committed_at));
+                    self.write_pointer(next.version);
                     return Ok((out, next));
                 }
                 Err(object_store::Error::AlreadyExists { .. }) => {
@@ -479,22 +586,35 @@ impl Catalog {
     /// - the files of a snapshot retired more than the retention window ago
     ///   (every version that referenced it was superseded that long ago);
     /// - a manifest version whose successor was committed more than the
-    ///   retention window ago (the latest version is never removed);
-    /// - with `sweep_orphans`, also files no version references at all (left
+    ///   retention window ago (the latest version is never removed), oldest
+    ///   first, so a version that is still there proves its successor is too
+    ///   (see [`Self::reload`]);
+    /// - with [`Sweep::Full`], also files no version references at all (left
     ///   by a writer that failed before committing), once they are older
-    ///   than the window, so a refresh still writing is never cut off. This
-    ///   lists every data file of the catalog.
+    ///   than the window, so a refresh still writing is never cut off.
+    ///
+    /// With [`Sweep::Quick`] the entries of deleted files leave the
+    /// manifest with the next commit rather than with a commit of their
+    /// own, and the log is listed only when a version may have expired.
     ///
     /// Safe to run concurrently with writers, readers and other cleanups.
-    pub async fn cleanup(&self, sweep_orphans: bool) -> Result<CleanupReport> {
+    pub async fn cleanup(&self, sweep: Sweep) -> Result<CleanupReport> {
         let cutoff = self.cutoff();
         let latest = self.reload().await?;
         let mut report = CleanupReport::default();
 
+        let pending = match self.forgotten.lock() {
+            Ok(mut forgotten) => {
+                // Another writer's commit may have dropped them already.
+                forgotten.retain(|r| latest.retired.contains(r));
+                forgotten.clone()
+            }
+            Err(_) => vec![],
+        };
         let expired: Vec<RetiredSnapshot> = latest
             .retired
             .iter()
-            .filter(|r| r.retired_at.is_some_and(|t| t <= cutoff))
+            .filter(|r| r.retired_at.is_some_and(|t| t <= cutoff) && !pending.contains(r))
             .cloned()
             .collect();
         for retired in &expired {
@@ -510,33 +630,41 @@ impl Catalog {
                 }
             }
         }
-        if !expired.is_empty() {
-            // Forget them; a concurrent cleanup may have done so already.
-            self.commit(|m| {
-                m.retired.retain(|r| !expired.contains(r));
-                Ok(())
-            })
-            .await?;
-        }
-
-        let versions = self.list_versions().await?;
-        if let Some((latest, _)) = versions.last() {
-            // Repair a pointer a crashed writer left behind, before
-            // removing versions it might name.
-            self.write_pointer(*latest).await;
-        }
-        for pair in versions.windows(2) {
-            let ((version, _), (_, successor_time)) = (pair[0], pair[1]);
-            if successor_time <= cutoff {
-                match self.store.delete(&self.version_path(version)).await {
-                    Ok(()) => report.manifests_deleted += 1,
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e.into()),
+        match sweep {
+            Sweep::Quick => {
+                if let Ok(mut forgotten) = self.forgotten.lock() {
+                    forgotten.extend(expired);
+                }
+            }
+            Sweep::Full => {
+                if !expired.is_empty() || latest.retired.iter().any(|r| pending.contains(r)) {
+                    // Forget them (and those deleted earlier); a concurrent
+                    // cleanup may have done so already.
+                    self.commit(|m| {
+                        m.retired.retain(|r| !expired.contains(r));
+                        Ok(())
+                    })
+                    .await?;
                 }
             }
         }
 
-        if sweep_orphans {
+        let due = self.log_sweep_due().is_none_or(|due| due <= Utc::now());
+        if sweep == Sweep::Full || due {
+            report.manifests_deleted = match self.sweep_log(cutoff, sweep == Sweep::Full).await {
+                Ok(deleted) => deleted,
+                Err(e) => {
+                    // Unknown again: the next cleanup lists.
+                    *self
+                        .next_log_sweep
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner()) = None;
+                    return Err(e);
+                }
+            };
+        }
+
+        if sweep == Sweep::Full {
             let latest = self.reload().await?;
             let known = latest.known_snapshot_dirs();
             let log = self.path("_matview");
@@ -562,6 +690,72 @@ impl Catalog {
             }
         }
         Ok(report)
+    }
+
+    /// Deletes the manifest versions whose successor is older than
+    /// `cutoff`, oldest first, and schedules the next sweep for when the
+    /// oldest remaining one expires. With `repair`, also rewrites the
+    /// latest-version pointer (a writer may have died before writing it).
+    async fn sweep_log(&self, cutoff: DateTime<Utc>, repair: bool) -> Result<usize> {
+        // Commits made while this runs schedule themselves on top.
+        *self
+            .next_log_sweep
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(DateTime::<Utc>::MAX_UTC);
+        let versions = self.list_versions().await?;
+        if repair && let Some((latest, _)) = versions.last() {
+            self.write_pointer(*latest);
+        }
+        if repair && !versions.is_empty() {
+            // Before removing versions the old pointer may name.
+            self.settle_pointer().await;
+        }
+        let mut deleted = 0;
+        let mut next = DateTime::<Utc>::MAX_UTC;
+        for pair in versions.windows(2) {
+            let ((version, _), (_, successor_time)) = (pair[0], pair[1]);
+            if successor_time > cutoff {
+                // Never past a version that stays, even if clocks disagree:
+                // a version that exists proves its successor does.
+                next = self.expiry(successor_time);
+                break;
+            }
+            match self.store.delete(&self.version_path(version)).await {
+                Ok(()) => deleted += 1,
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.schedule_log_sweep(next);
+        Ok(deleted)
+    }
+
+    /// When the next log sweep is due; `None`: unknown, now.
+    fn log_sweep_due(&self) -> Option<DateTime<Utc>> {
+        *self
+            .next_log_sweep
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the next log sweep due no later than `at` (an unknown time
+    /// stays unknown: the next sweep lists anyway).
+    fn schedule_log_sweep(&self, at: DateTime<Utc>) {
+        let mut guard = self
+            .next_log_sweep
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(due) = guard.as_mut() {
+            *due = (*due).min(at);
+        }
+    }
+
+    /// When something superseded at `at` becomes old enough to delete.
+    fn expiry(&self, at: DateTime<Utc>) -> DateTime<Utc> {
+        chrono::Duration::from_std(self.retention)
+            .ok()
+            .and_then(|r| at.checked_add_signed(r))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC)
     }
 
     fn cutoff(&self) -> DateTime<Utc> {
@@ -653,6 +847,41 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(seen, vec![1]);
+    }
+
+    #[tokio::test]
+    async fn an_idle_writer_commits_after_versions_cleaned_up_under_it() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let idle = catalog(Arc::clone(&store), Duration::ZERO).await;
+        idle.commit(|_| Ok(())).await.unwrap();
+        let busy = catalog(Arc::clone(&store), Duration::ZERO).await;
+        busy.commit(|_| Ok(())).await.unwrap();
+        busy.commit(|_| Ok(())).await.unwrap();
+        // Versions 1 and 2 are gone: version 2 no longer exists to tell the
+        // idle writer that version 1 was superseded.
+        let report = busy.cleanup(Sweep::Full).await.unwrap();
+        assert_eq!(report.manifests_deleted, 2);
+        let ((), m) = idle.commit(|_| Ok(())).await.unwrap();
+        assert_eq!(m.version, 4, "lands on top of version 3, not beside it");
+        assert_eq!(busy.reload().await.unwrap().version, 4);
+    }
+
+    #[tokio::test]
+    async fn versions_are_deleted_once_expired_without_listing_each_commit() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let c = catalog(Arc::clone(&store), Duration::from_millis(300)).await;
+        c.commit(|_| Ok(())).await.unwrap();
+        c.commit(|_| Ok(())).await.unwrap();
+        assert_eq!(c.cleanup(Sweep::Quick).await.unwrap().manifests_deleted, 0);
+        let due = c.log_sweep_due().expect("scheduled after listing");
+        assert!(due > Utc::now(), "not due before version 2 expires");
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(c.cleanup(Sweep::Quick).await.unwrap().manifests_deleted, 1);
+        assert_eq!(c.list_versions().await.unwrap().len(), 1);
+        // Nothing else can expire until the next commit.
+        assert_eq!(c.log_sweep_due(), Some(DateTime::<Utc>::MAX_UTC));
+        c.commit(|_| Ok(())).await.unwrap();
+        assert!(c.log_sweep_due() < Some(DateTime::<Utc>::MAX_UTC));
     }
 
     #[tokio::test]
@@ -762,9 +991,8 @@ mod tests {
             .put(&c.path("public/v/s9/orphan.parquet"), PutPayload::from("z"))
             .await
             .unwrap();
-        let report = c.cleanup(false).await.unwrap();
-        // s1 was retired by version 2; forgetting it committed version 3,
-        // after the cutoff this cleanup started with, so version 2 stays.
+        let report = c.cleanup(Sweep::Quick).await.unwrap();
+        // s1 was retired by version 2, which superseded version 1.
         assert_eq!(
             report,
             CleanupReport {
@@ -772,9 +1000,17 @@ mod tests {
                 files_deleted: 1
             }
         );
-        assert!(c.current().retired.is_empty());
         assert!(store.head(&c.path("public/v/s2/b.parquet")).await.is_ok());
         assert!(store.head(&c.path("public/v/s1/a.parquet")).await.is_err());
+        // The entry of the deleted files leaves with the next commit; a
+        // second cleanup does not delete them again.
+        assert_eq!(c.current().retired.len(), 1);
+        assert_eq!(
+            c.cleanup(Sweep::Quick).await.unwrap(),
+            CleanupReport::default()
+        );
+        c.commit(|_| Ok(())).await.unwrap();
+        assert!(c.current().retired.is_empty());
         // The catalog still opens at the latest version.
         let again = catalog(Arc::clone(&store), Duration::ZERO).await;
         assert_eq!(again.current().version, 3);
@@ -784,15 +1020,18 @@ mod tests {
                 .await
                 .is_ok()
         );
-        // The sweep finds the orphan, and nothing else.
+        // The full sweep finds the orphan and version 2, and nothing else.
         assert_eq!(
-            c.cleanup(true).await.unwrap(),
+            c.cleanup(Sweep::Full).await.unwrap(),
             CleanupReport {
                 manifests_deleted: 1,
                 files_deleted: 1
             }
         );
         assert!(store.head(&c.path("public/v/s2/b.parquet")).await.is_ok());
-        assert_eq!(c.cleanup(true).await.unwrap(), CleanupReport::default());
+        assert_eq!(
+            c.cleanup(Sweep::Full).await.unwrap(),
+            CleanupReport::default()
+        );
     }
 }

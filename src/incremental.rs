@@ -79,6 +79,9 @@ pub(crate) struct Write {
     pub keep: Vec<DataFile>,
     /// Columns the files hold after the view's (see [`Snapshot::state_columns`]).
     pub state_columns: Vec<String>,
+    /// How many bytes the parts read in all, when known (an incremental
+    /// write over one table): a small write runs on one partition.
+    pub input_bytes: Option<u64>,
 }
 
 /// How a stale view is brought up to date.
@@ -702,8 +705,8 @@ pub(crate) fn full(
                     plan: aggregation.plan.clone(),
                     lineage: None,
                 }],
-                keep: vec![],
                 state_columns: aggregation.state_columns.clone(),
+                ..Default::default()
             });
         }
         Shape::Rows => {
@@ -811,6 +814,7 @@ pub(crate) fn choose(
             if too_large(size_of(&mut added.iter().copied())) {
                 return Ok(Strategy::Full(format!("{what}, more than half of it")));
             }
+            let read = size_of(&mut added.iter().copied()) + snapshot.size_bytes;
             let added: Vec<String> = added.iter().map(|p| p.to_string()).collect();
             let delta = over_files(&aggregation.plan, provider, &readable, &added)?;
             let schema = Arc::new(aggregation.plan.schema().as_arrow().clone());
@@ -827,6 +831,7 @@ pub(crate) fn choose(
                     }],
                     keep: vec![],
                     state_columns: aggregation.state_columns.clone(),
+                    input_bytes: change.only_source.then_some(read),
                 },
                 detail: format!("{what}; merged into the existing groups"),
             })
@@ -862,7 +867,8 @@ pub(crate) fn choose(
                 .filter(|p| after.contains_key(p))
                 .chain(added.iter().copied())
                 .collect();
-            if too_large(size_of(&mut read.iter().copied())) {
+            let read_bytes = size_of(&mut read.iter().copied());
+            if too_large(read_bytes) {
                 return Ok(Strategy::Full(format!(
                     "{what}; recomputing would read more than half of it"
                 )));
@@ -891,6 +897,7 @@ pub(crate) fn choose(
                     parts,
                     keep: keep.into_iter().cloned().collect(),
                     state_columns: vec![],
+                    input_bytes: change.only_source.then_some(read_bytes),
                 },
                 detail,
             })

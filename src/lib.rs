@@ -37,6 +37,6 @@ pub mod sql;
 pub mod table;
 pub mod testing;
 
-pub use catalog::{Catalog, CleanupReport, RecoveryReport};
+pub use catalog::{Catalog, CleanupReport, RecoveryReport, Sweep};
 pub use error::{Error, Result};
 pub use session::{MatviewOptions, MatviewSession, ProgressListener, RefreshOutcome};

@@ -157,7 +157,16 @@ pub(crate) async fn write_snapshot(
         parts,
         keep,
         state_columns,
+        input_bytes,
     } = write;
+    let mut state = state;
+    let small = state.config().options().optimizer.repartition_file_min_size as u64;
+    if input_bytes.is_some_and(|bytes| bytes < small) {
+        // Below the size at which DataFusion stops splitting files among
+        // partitions, one partition: spreading a few megabytes over
+        // threads costs more than it saves.
+        state.config_mut().options_mut().execution.target_partitions = 1;
+    }
     // One part writes a directory of files (as many as DataFusion's writer
     // makes); several write one file each, named after the part, so each
     // file's lineage is known.
@@ -288,7 +297,7 @@ async fn seal_snapshot(
             view: entry.clone(),
             snapshot: snapshot.clone(),
         };
-        let json = serde_json::to_vec_pretty(&marker).map_err(|e| Error::Encoding {
+        let json = serde_json::to_vec(&marker).map_err(|e| Error::Encoding {
             what: "a snapshot marker",
             reason: e.to_string(),
         })?;

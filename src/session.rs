@@ -27,7 +27,7 @@ use datafusion::sql::sqlparser::ast::{
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
-use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport};
+use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport, Sweep};
 use crate::error::{Error, Result};
 use crate::freshness::{Fingerprinter, Freshness, compare};
 use crate::functions::MaterializedViewsFunction;
@@ -53,11 +53,11 @@ pub struct MatviewOptions {
     /// takes unreferenced files older than the window for leftovers of a
     /// writer that died. (Zero is for tests.)
     pub retention: Duration,
-    /// After every commit that supersedes data (REFRESH, DROP, CREATE OR
-    /// REPLACE), remove retired snapshots and manifest versions older than
-    /// the retention window (reads only the latest manifest; the sweep for
-    /// files of failed writers is left to [`MatviewSession::cleanup`]).
-    /// Default: true.
+    /// Remove retired snapshots and manifest versions older than the
+    /// retention window with every REFRESH (while its query runs) and after
+    /// every DROP and CREATE OR REPLACE. This reads only the latest
+    /// manifest; the sweep for files of failed writers is left to
+    /// [`MatviewSession::cleanup`]. Default: true.
     pub cleanup_after_commit: bool,
     /// Remember `CREATE EXTERNAL TABLE` and `CREATE VIEW` (and forget them
     /// on `DROP`) in the catalog, and replay them when it is opened, so a
@@ -478,7 +478,7 @@ impl MatviewSession {
     /// Removes superseded manifest versions, retired snapshots and files
     /// left by failed writers, once older than the retention window.
     pub async fn cleanup(&self) -> Result<CleanupReport> {
-        self.catalog.cleanup(true).await
+        self.catalog.cleanup(Sweep::Full).await
     }
 
     fn empty(&self) -> Result<DataFrame> {
@@ -820,7 +820,7 @@ impl MatviewSession {
         }
         self.register_view(&entry)?;
         if replaced.is_some() {
-            self.after_commit().await?;
+            self.cleanup_expired().await?;
         }
         Ok(())
     }
@@ -952,15 +952,16 @@ impl MatviewSession {
                 }));
             }
         }
-        let (state, plan) = plan_definition(self.ctx.state(), &display, &entry.definition)
-            .await
-            .map_err(failed)?;
         // Fingerprint the sources before reading them: a change made while
         // the query runs leaves the view stale, never wrongly fresh.
-        let fingerprints = self
-            .fingerprinter(&manifest)
-            .sources(&entry.definition.sources)
-            .await?;
+        // Planning reads no data, so the two run together.
+        let fingerprinter = self.fingerprinter(&manifest);
+        let (planned, fingerprints) = futures::join!(
+            plan_definition(self.ctx.state(), &display, &entry.definition),
+            fingerprinter.sources(&entry.definition.sources)
+        );
+        let (state, plan) = planned.map_err(failed)?;
+        let fingerprints = fingerprints?;
         // Analysed only when the view is not fresh.
         let mut shape = None;
         let mut mode = "full";
@@ -1095,9 +1096,14 @@ impl MatviewSession {
         let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
         let kept_rows: u64 = write.keep.iter().map(|f| f.rows).sum();
         let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-        let snapshot = write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints)
-            .await
-            .map_err(|e| refresh_failed(&display, e))?;
+        // What expired is removed while the query runs rather than after the
+        // commit, off the statement's path; what this refresh supersedes
+        // goes with a later one.
+        let (written, _) = futures::join!(
+            write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints),
+            self.cleanup_expired()
+        );
+        let snapshot = written.map_err(|e| refresh_failed(&display, e))?;
         let base_id = entry.snapshot.as_ref().map(|s| s.id.clone());
         let committed = self
             .catalog
@@ -1129,7 +1135,6 @@ impl MatviewSession {
                 return Err(e);
             }
         };
-        self.after_commit().await?;
         Ok(RefreshOutcome {
             view: display,
             mode,
@@ -1186,13 +1191,14 @@ impl MatviewSession {
             .join(", ")
     }
 
-    /// Cleanup after a commit is best effort: the statement has committed,
-    /// and whatever is left is removed by a later cleanup.
-    async fn after_commit(&self) -> Result<()> {
+    /// Removes what expired (see [`Sweep::Quick`]), after DROP and CREATE
+    /// OR REPLACE commit and while a refresh runs its query. Best effort:
+    /// whatever is left is removed by a later cleanup.
+    async fn cleanup_expired(&self) -> Result<()> {
         if self.options.cleanup_after_commit
-            && let Err(e) = self.catalog.cleanup(false).await
+            && let Err(e) = self.catalog.cleanup(Sweep::Quick).await
         {
-            log::warn!("cleanup after commit failed (a later cleanup retries): {e}");
+            log::warn!("cleanup failed (a later cleanup retries): {e}");
         }
         Ok(())
     }
@@ -1289,7 +1295,7 @@ impl MatviewSession {
         for name in &dropped {
             self.deregister(name)?;
         }
-        self.after_commit().await
+        self.cleanup_expired().await
     }
 
     /// `materialized view m depends on table t`, one line per dependent.

@@ -978,7 +978,7 @@ async fn a_view_from_a_newer_definition_format_is_queryable_but_not_refreshable(
     let text = std::fs::read_to_string(log.join(&latest)).unwrap();
     std::fs::write(
         log.join(&latest),
-        text.replacen("\"format\": 1", "\"format\": 2", 1),
+        text.replacen("\"format\":1", "\"format\":2", 1),
     )
     .unwrap();
     let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
