@@ -867,6 +867,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_reader_repairs_a_pointer_left_far_behind() {
+        let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let c = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+        for _ in 0..6 {
+            c.commit(|_| Ok(())).await.unwrap();
+        }
+        c.reload().await.unwrap();
+        let pointer = || async {
+            let bytes = store
+                .get(&c.pointer_path())
+                .await
+                .unwrap()
+                .bytes()
+                .await
+                .unwrap();
+            serde_json::from_slice::<LatestPointer>(&bytes)
+                .unwrap()
+                .version
+        };
+        assert_eq!(pointer().await, 6, "commits keep it current");
+        // As if the pointer writes of five commits had been lost.
+        store
+            .put(&c.pointer_path(), PutPayload::from(r#"{"version":1}"#))
+            .await
+            .unwrap();
+        let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+        assert_eq!(reader.current().version, 6);
+        reader.reload().await.unwrap();
+        assert_eq!(pointer().await, 6, "repaired by the reader");
+    }
+
+    #[tokio::test]
     async fn versions_are_deleted_once_expired_without_listing_each_commit() {
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let c = catalog(Arc::clone(&store), Duration::from_millis(300)).await;

@@ -1009,18 +1009,13 @@ async fn evicted_data_files_are_deleted_after_retention() {
     assert_eq!(after, [before[0].clone(), before[2].clone()]);
     let on_disk = |path: &str| dir.path().join("cat").join(path).exists();
     // Retired by this refresh; removed by the next cleanup (each refresh
-    // runs one, and so does VACUUM).
+    // runs one, and so does VACUUM / `cleanup()`).
     assert!(
         on_disk(&before[1]),
         "the evicted file is retired, not yet deleted"
     );
     assert_eq!(s.catalog().current().retired.len(), 1);
-    s.sql("VACUUM MATERIALIZED VIEWS")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    s.cleanup().await.unwrap();
     assert!(!on_disk(&before[1]), "the evicted file is deleted");
     assert!(after.iter().all(|p| on_disk(p)), "the kept files stay");
     assert!(s.catalog().current().retired.is_empty());
