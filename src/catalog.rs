@@ -637,7 +637,8 @@ impl Catalog {
                 }
             }
             Sweep::Full => {
-                if !expired.is_empty() || latest.retired.iter().any(|r| pending.contains(r)) {
+                // `pending`: deleted earlier, still in the manifest.
+                if !expired.is_empty() || !pending.is_empty() {
                     // Forget them (and those deleted earlier); a concurrent
                     // cleanup may have done so already.
                     self.commit(|m| {

@@ -811,10 +811,11 @@ pub(crate) fn choose(
             if added.is_empty() {
                 return Ok(Strategy::Full(format!("{source} changed")));
             }
-            if too_large(size_of(&mut added.iter().copied())) {
+            let added_bytes = size_of(&mut added.iter().copied());
+            if too_large(added_bytes) {
                 return Ok(Strategy::Full(format!("{what}, more than half of it")));
             }
-            let read = size_of(&mut added.iter().copied()) + snapshot.size_bytes;
+            let read = added_bytes + snapshot.size_bytes;
             let added: Vec<String> = added.iter().map(|p| p.to_string()).collect();
             let delta = over_files(&aggregation.plan, provider, &readable, &added)?;
             let schema = Arc::new(aggregation.plan.schema().as_arrow().clone());

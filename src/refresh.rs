@@ -127,7 +127,7 @@ pub(crate) async fn plan_definition(
 /// keeps. On failure the partial output is removed and the view's
 /// committed data is untouched.
 pub(crate) async fn write_snapshot(
-    state: SessionState,
+    mut state: SessionState,
     catalog: &Catalog,
     entry: &ViewEntry,
     write: Write,
@@ -159,7 +159,6 @@ pub(crate) async fn write_snapshot(
         state_columns,
         input_bytes,
     } = write;
-    let mut state = state;
     let small = state.config().options().optimizer.repartition_file_min_size as u64;
     if input_bytes.is_some_and(|bytes| bytes < small) {
         // Below the size at which DataFusion stops splitting files among
