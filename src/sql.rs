@@ -5,7 +5,7 @@
 //! parses `REFRESH MATERIALIZED VIEW` and the trailing `WITH [NO] DATA`
 //! itself, and hands every other statement to DataFusion unchanged.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use datafusion::error::DataFusionError;
 use datafusion::sql::parser::{DFParser, DFParserBuilder, Statement as DFStatement};
@@ -15,7 +15,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{Error, Result};
 
@@ -123,15 +123,29 @@ pub fn parse_sql_with_text(
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
         .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
-    let (tokens, no_data) = strip_with_data(tokens);
-    let text_of = |range: std::ops::Range<usize>| -> String {
-        // The WITH [NO] DATA suffix was removed from the tokens; keep it in the text.
-        tokens[range]
+    let (tokens, suffixes) = strip_with_data(tokens);
+    let offsets = ByteOffsets::new(sql);
+    // A statement's text is the user's own bytes, sliced by token spans:
+    // tokens rendered back to text lose escapes (`'O''Brien'` would come
+    // back as `'O'Brien'`, and the quote it un-doubled could end the string
+    // early and turn the rest of it into statements).
+    let text_of = |range: std::ops::Range<usize>, suffix_end: Option<Location>| -> String {
+        let Some(first) = tokens.get(range.start) else {
+            return String::new();
+        };
+        let start = offsets.of(first.span.start);
+        let end = tokens[range]
             .iter()
-            .map(|t| t.token.to_string())
-            .collect::<String>()
-            .trim()
-            .to_owned()
+            .rev()
+            .find(|t| !matches!(t.token, Token::Whitespace(_)))
+            .map(|t| t.span.end)
+            .into_iter()
+            .chain(suffix_end)
+            .map(|at| offsets.of(at))
+            .max()
+            .unwrap_or(start)
+            .max(start);
+        sql[start..end].trim().to_owned()
     };
     let mut parser = DFParserBuilder::new(tokens.clone())
         .with_dialect(dialect.as_ref())
@@ -151,15 +165,11 @@ pub fn parse_sql_with_text(
             return Err(expected(&parser, "end of statement"));
         }
         let start = parser.parser.peek_token().span.start;
-        let with_data = !no_data.contains(&(start.line, start.column));
+        let suffix = suffixes.get(&(start.line, start.column)).copied();
+        let with_data = suffix.is_none_or(|s| s.with_data);
         let first = parser.parser.index();
         let statement = parse_statement(&mut parser, with_data)?;
-        let mut text = text_of(first..parser.parser.index());
-        if let Statement::Create(create) = &statement
-            && !create.with_data
-        {
-            text.push_str(" WITH NO DATA");
-        }
+        let text = text_of(first..parser.parser.index(), suffix.map(|s| s.end));
         statements.push((statement, text));
         expecting_delimiter = true;
     }
@@ -187,10 +197,13 @@ fn is_keyword(token: &Token, keyword: Keyword) -> bool {
 /// Removes the trailing `WITH [NO] DATA` of every `CREATE [OR REPLACE]
 /// MATERIALIZED VIEW` statement before parsing, because sqlparser would
 /// read `GROUP BY x WITH` as the start of `WITH ROLLUP`. Returns the tokens
-/// left and the start (line, column) of each statement that said `WITH NO DATA`.
-fn strip_with_data(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, HashSet<(u64, u64)>) {
+/// left and, keyed by the start (line, column) of each statement that had
+/// such a suffix, what it said and where it ended.
+fn strip_with_data(
+    tokens: Vec<TokenWithSpan>,
+) -> (Vec<TokenWithSpan>, HashMap<(u64, u64), DataSuffix>) {
     let mut out = Vec::with_capacity(tokens.len());
-    let mut no_data = HashSet::new();
+    let mut suffixes = HashMap::new();
     let mut statement: Vec<TokenWithSpan> = vec![];
     let mut flush = |statement: &mut Vec<TokenWithSpan>, out: &mut Vec<TokenWithSpan>| {
         let words: Vec<usize> = (0..statement.len())
@@ -214,15 +227,16 @@ fn strip_with_data(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, HashSet<(
                 && is_keyword(word(n - 2), Keyword::NO)
                 && is_keyword(word(n - 3), Keyword::WITH)
             {
-                let start = statement[words[0]].span.start;
-                no_data.insert((start.line, start.column));
-                Some(words[n - 3])
+                Some((words[n - 3], false))
             } else if is_keyword(word(n - 2), Keyword::WITH) {
-                Some(words[n - 2])
+                Some((words[n - 2], true))
             } else {
                 None
             };
-            if let Some(cut) = cut {
+            if let Some((cut, with_data)) = cut {
+                let start = statement[words[0]].span.start;
+                let end = statement[words[n - 1]].span.end;
+                suffixes.insert((start.line, start.column), DataSuffix { with_data, end });
                 statement.truncate(cut);
             }
         }
@@ -237,7 +251,46 @@ fn strip_with_data(tokens: Vec<TokenWithSpan>) -> (Vec<TokenWithSpan>, HashSet<(
         }
     }
     flush(&mut statement, &mut out);
-    (out, no_data)
+    (out, suffixes)
+}
+
+/// A `WITH [NO] DATA` suffix taken off a statement's tokens.
+#[derive(Debug, Clone, Copy)]
+struct DataSuffix {
+    with_data: bool,
+    /// Where it ended in the text.
+    end: Location,
+}
+
+/// Byte offsets of the tokenizer's (line, column) locations, which count
+/// characters from 1.
+struct ByteOffsets<'a> {
+    text: &'a str,
+    line_starts: Vec<usize>,
+}
+
+impl<'a> ByteOffsets<'a> {
+    fn new(text: &'a str) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { text, line_starts }
+    }
+
+    fn of(&self, at: Location) -> usize {
+        let Some(&line_start) = (at.line as usize)
+            .checked_sub(1)
+            .and_then(|line| self.line_starts.get(line))
+        else {
+            return if at.line == 0 { 0 } else { self.text.len() };
+        };
+        self.text[line_start..]
+            .char_indices()
+            .map(|(i, _)| line_start + i)
+            .chain([self.text.len()])
+            .nth((at.column as usize).saturating_sub(1))
+            .unwrap_or(self.text.len())
+    }
 }
 
 fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> {
@@ -456,6 +509,44 @@ mod tests {
             [
                 "CREATE EXTERNAL TABLE t (a INT) STORED AS CSV LOCATION 'x.csv' OPTIONS ('format.has_header' 'true')",
                 "-- next\nSELECT 1"
+            ]
+        );
+    }
+
+    #[test]
+    fn statement_text_is_the_users_bytes_with_escapes_kept() {
+        let texts = |sql: &str, dialect: &str| -> Vec<String> {
+            parse_sql_with_text(sql, dialect, 50)
+                .unwrap()
+                .into_iter()
+                .map(|(_, t)| t)
+                .collect()
+        };
+        // A doubled quote is not the end of the string: one statement.
+        let injection = "SELECT 'x''; DROP MATERIALIZED VIEW victim; SELECT ''y' AS s";
+        assert_eq!(texts(injection, "generic"), [injection]);
+        assert_eq!(
+            texts("SELECT 'O''Brien' AS \"x\"\"y\"; SELECT 2 /* ; */", "generic"),
+            ["SELECT 'O''Brien' AS \"x\"\"y\"", "SELECT 2 /* ; */"]
+        );
+        assert_eq!(
+            texts("SELECT E'a\\'b;' AS s;SELECT $$x;y$$ -- ;\n", "postgresql"),
+            ["SELECT E'a\\'b;' AS s", "SELECT $$x;y$$"]
+        );
+        // Multi-byte characters before a statement keep the slice aligned.
+        assert_eq!(
+            texts("SELECT 'é€'; SELECT 'ü''ß'", "generic"),
+            ["SELECT 'é€'", "SELECT 'ü''ß'"]
+        );
+        // The WITH [NO] DATA suffix is part of the text as written.
+        assert_eq!(
+            texts(
+                "CREATE MATERIALIZED VIEW v AS SELECT 'a''b' AS s WITH NO DATA;\nCREATE MATERIALIZED VIEW w AS SELECT 1 WITH  DATA",
+                "generic"
+            ),
+            [
+                "CREATE MATERIALIZED VIEW v AS SELECT 'a''b' AS s WITH NO DATA",
+                "CREATE MATERIALIZED VIEW w AS SELECT 1 WITH  DATA"
             ]
         );
     }
