@@ -25,20 +25,21 @@
 //! Files no live version references are deleted only after the retention
 //! window (see [`Catalog::cleanup`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{Error, Result};
 use crate::spec::{
-    MANIFEST_FORMAT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SnapshotMarker,
-    ViewEntry, is_snapshot_file_name, is_snapshot_id,
+    MANIFEST_FORMAT, META_SNAPSHOT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER,
+    SnapshotMarker, ViewEntry, is_snapshot_file_name, is_snapshot_id,
 };
 
 /// How many versions the latest-version pointer may lag before a reader
@@ -619,7 +620,9 @@ impl Catalog {
                     .prefix_match(&prefix)
                     .map(|rest| rest.collect::<Vec<_>>())
                     .is_some_and(|rest| {
-                        matches!(rest.as_slice(), [file] if is_snapshot_file_name(file.as_ref()))
+                        matches!(rest.as_slice(), [file]
+                            if is_snapshot_file_name(file.as_ref())
+                                || is_staged_data_file(file.as_ref()))
                     });
                 futures::future::ready(ours)
             })
@@ -635,49 +638,82 @@ impl Catalog {
         Ok(paths.len())
     }
 
-    /// Files a writer that failed before committing left in the folders
-    /// of the views `manifest` knows, older than `cutoff`: snapshot
-    /// directories no version references, and only the files this catalog
-    /// writes there (see [`Self::delete_dir`]). Nothing outside a view's
-    /// folder, nor of another shape inside it, is ever a candidate.
+    /// Files a writer that failed before committing left behind, older
+    /// than `cutoff`. Only what the catalog provably wrote is a candidate:
+    /// files of the shapes it writes (`<view folder>/<snapshot id>/` then a
+    /// data file, the marker, or a local store's staging file of a data
+    /// file) in a snapshot directory no version references, whose marker
+    /// or first data file names that snapshot (the key-value metadata every
+    /// data file carries). Anything else under the root, however old, is
+    /// not the catalog's and is never touched.
     async fn orphans(&self, manifest: &Manifest, cutoff: DateTime<Utc>) -> Result<Vec<Path>> {
         let known = manifest.known_snapshot_dirs();
-        let view_dirs: BTreeSet<&str> = manifest
-            .views
-            .iter()
-            .map(|v| v.dir.as_str())
-            .chain(
-                manifest
-                    .retired
-                    .iter()
-                    .filter_map(|r| r.dir.rsplit_once('/').map(|(view, _)| view)),
-            )
-            .collect();
+        let log = self.path("_matview");
+        let objects: Vec<ObjectMeta> = self.store.list(Some(&self.root)).try_collect().await?;
+        // Candidate files by snapshot directory.
+        let mut dirs: BTreeMap<String, Vec<ObjectMeta>> = BTreeMap::new();
+        for meta in objects {
+            if meta.last_modified > cutoff || meta.location.prefix_match(&log).is_some() {
+                continue;
+            }
+            let Some(relative) = self.relative(&meta.location) else {
+                continue;
+            };
+            let Some((dir, file)) = relative.rsplit_once('/') else {
+                continue;
+            };
+            let Some((view_dir, id)) = dir.rsplit_once('/') else {
+                continue;
+            };
+            // `<schema>/<view>`, or `<catalog>/<schema>/<view>`.
+            let view_depth = view_dir.split('/').count();
+            if (2..=3).contains(&view_depth)
+                && is_snapshot_id(id)
+                && (is_snapshot_file_name(file) || is_staged_data_file(file))
+                && !known.contains(dir)
+            {
+                dirs.entry(dir.to_owned()).or_default().push(meta);
+            }
+        }
         let mut orphans = vec![];
-        for view_dir in view_dirs {
-            let prefix = self.path(view_dir);
-            let objects: Vec<_> = self.store.list(Some(&prefix)).try_collect().await?;
-            for meta in objects {
-                if meta.last_modified > cutoff {
-                    continue;
-                }
-                let Some(rest) = meta.location.prefix_match(&prefix) else {
-                    continue;
-                };
-                let rest: Vec<_> = rest.collect();
-                let [id, file] = rest.as_slice() else {
-                    continue;
-                };
-                let (id, file) = (id.as_ref(), file.as_ref());
-                if is_snapshot_id(id)
-                    && is_snapshot_file_name(file)
-                    && !known.contains(&format!("{view_dir}/{id}"))
-                {
-                    orphans.push(meta.location);
-                }
+        for (dir, files) in dirs {
+            let id = dir.rsplit_once('/').map_or("", |(_, id)| id);
+            if self.names_snapshot(&files, id).await {
+                orphans.extend(files.into_iter().map(|m| m.location));
             }
         }
         Ok(orphans)
+    }
+
+    /// Whether the marker among `files`, else the first complete data file,
+    /// says it belongs to snapshot `id`.
+    async fn names_snapshot(&self, files: &[ObjectMeta], id: &str) -> bool {
+        let name = |m: &ObjectMeta| m.location.filename().unwrap_or_default().to_owned();
+        if let Some(marker) = files.iter().find(|m| name(m) == SNAPSHOT_MARKER) {
+            let Ok(got) = self.store.get(&marker.location).await else {
+                return false;
+            };
+            let Ok(bytes) = got.bytes().await else {
+                return false;
+            };
+            return serde_json::from_slice::<SnapshotMarker>(&bytes)
+                .is_ok_and(|m| m.snapshot.id == id);
+        }
+        let Some(data) = files.iter().find(|m| is_snapshot_file_name(&name(m))) else {
+            return false;
+        };
+        match DFParquetMetadata::new(self.store.as_ref(), data)
+            .fetch_metadata()
+            .await
+        {
+            Ok(footer) => footer
+                .file_metadata()
+                .key_value_metadata()
+                .into_iter()
+                .flatten()
+                .any(|kv| kv.key == META_SNAPSHOT && kv.value.as_deref() == Some(id)),
+            Err(_) => false,
+        }
     }
 
     /// Removes what no reader may still need, reading only the latest
@@ -693,8 +729,9 @@ impl Catalog {
     ///   by a writer that failed before committing), once they are older
     ///   than the window, so a refresh still writing is never cut off; only
     ///   in the folders of views the catalog knows, and only files of the
-    ///   shape it writes (`<view>/<snapshot id>/<part>.parquet` and markers):
-    ///   a catalog rooted at a folder that holds other data never touches it.
+    ///   shape it writes in snapshot directories that prove to be its own
+    ///   (see [`Self::orphans`]): a catalog rooted at a folder that holds
+    ///   other data never touches it.
     ///
     /// With [`Sweep::Quick`] the entries of deleted files leave the
     /// manifest with the next commit rather than with a commit of their
@@ -853,6 +890,17 @@ impl Catalog {
             .checked_sub_signed(retention)
             .unwrap_or(DateTime::<Utc>::MIN_UTC)
     }
+}
+
+/// Whether `name` is the staging file a local store writes a data file
+/// through (`part-00000.parquet#3`), left behind when the writer dies.
+fn is_staged_data_file(name: &str) -> bool {
+    name.rsplit_once('#').is_some_and(|(file, n)| {
+        is_snapshot_file_name(file)
+            && file != SNAPSHOT_MARKER
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 /// Content of `_matview/_latest.json`.
@@ -1102,6 +1150,33 @@ mod tests {
         );
     }
 
+    /// A one-row Parquet file whose key-value metadata names `snapshot`,
+    /// as the catalog's writers leave it.
+    fn parquet_of_snapshot(snapshot: &str) -> Vec<u8> {
+        use datafusion::arrow::array::{Int64Array, RecordBatch};
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        use datafusion::parquet::arrow::ArrowWriter;
+        use datafusion::parquet::file::metadata::KeyValue;
+        use datafusion::parquet::file::properties::WriterProperties;
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(vec![1]))],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                META_SNAPSHOT.to_owned(),
+                snapshot.to_owned(),
+            )]))
+            .build();
+        let mut bytes = vec![];
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        bytes
+    }
+
     #[tokio::test]
     async fn cleanup_keeps_the_latest_version_and_live_files() {
         const S1: &str = "11111111111111111111111111111111";
@@ -1191,11 +1266,20 @@ mod tests {
                 .await
                 .unwrap();
         }
-        // A file no version references, as a crashed writer leaves it.
+        // A file no version references, as a crashed writer leaves it: its
+        // footer names its snapshot.
         store
             .put(
                 &c.path("public/v/99999999999999999999999999999999/orphan.parquet"),
-                PutPayload::from("z"),
+                PutPayload::from(parquet_of_snapshot("99999999999999999999999999999999")),
+            )
+            .await
+            .unwrap();
+        // A Parquet file of the right shape that is not the catalog's.
+        store
+            .put(
+                &c.path("public/v/88888888888888888888888888888888/part-00000.parquet"),
+                PutPayload::from(parquet_of_snapshot("someone else's")),
             )
             .await
             .unwrap();
@@ -1256,7 +1340,10 @@ mod tests {
             c.cleanup(Sweep::Full).await.unwrap(),
             CleanupReport::default()
         );
-        for stranger in strangers {
+        for stranger in strangers
+            .iter()
+            .chain(&["public/v/88888888888888888888888888888888/part-00000.parquet"])
+        {
             assert!(store.head(&c.path(stranger)).await.is_ok(), "{stranger}");
         }
     }

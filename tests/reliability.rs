@@ -236,10 +236,36 @@ async fn crash_setup(dir: &Path, s3: bool) -> (PathBuf, Target) {
     (source, catalog)
 }
 
-/// The child's work: every kind of statement that writes. With
-/// `DFMV_FAULT` set, the instrumented store kills the process at that write;
-/// without it, the child prints how many writes the scenario makes.
+/// The statements of the crash scenario, in order.
+const SCENARIO: [&str; 5] = [
+    "REFRESH MATERIALIZED VIEW a",
+    "CREATE MATERIALIZED VIEW b AS SELECT x FROM t WHERE x % 2 = 0",
+    "CREATE OR REPLACE MATERIALIZED VIEW a AS SELECT x * 2 AS x FROM t",
+    "DROP MATERIALIZED VIEW b",
+    "VACUUM MATERIALIZED VIEWS",
+];
+
+/// What views `a` and `b` hold (`None`: `b` does not exist) after the
+/// first `done` statements of [`SCENARIO`] committed.
+fn scenario_state(done: usize) -> (Vec<i64>, Option<Vec<i64>>) {
+    let evens: Vec<i64> = (1..=40).map(|x| x * 2).collect();
+    let doubled: Vec<i64> = (1..=80).map(|x| x * 2).collect();
+    match done {
+        0 => ((1..=50).collect(), None),
+        1 => ((1..=80).collect(), None),
+        2 => ((1..=80).collect(), Some(evens)),
+        3 => (doubled, Some(evens)),
+        _ => (doubled, None),
+    }
+}
+
+/// The child's work: every kind of statement that writes. After each
+/// statement it prints `ACK <n> <version>` (flushed before the next one
+/// starts): the statement was acknowledged, at that catalog version. With
+/// `DFMV_FAULT` set, the instrumented store kills the process at that
+/// write; without it, the child prints how many writes the scenario makes.
 async fn crash_scenario(catalog: &Target) {
+    use std::io::Write;
     let source = PathBuf::from(std::env::var("DFMV_SOURCE").unwrap());
     let (s, store) = open_instrumented(catalog, Duration::ZERO).await;
     s.sql(&source_sql(&source)).await.unwrap();
@@ -252,14 +278,11 @@ async fn crash_scenario(catalog: &Target) {
         .counters()
         .writes
         .load(std::sync::atomic::Ordering::SeqCst);
-    for sql in [
-        "REFRESH MATERIALIZED VIEW a",
-        "CREATE MATERIALIZED VIEW b AS SELECT x FROM t WHERE x % 2 = 0",
-        "CREATE OR REPLACE MATERIALIZED VIEW a AS SELECT x * 2 AS x FROM t",
-        "DROP MATERIALIZED VIEW b",
-        "VACUUM MATERIALIZED VIEWS",
-    ] {
+    for (i, sql) in SCENARIO.iter().enumerate() {
         s.sql(sql).await.unwrap().collect().await.unwrap();
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ACK {} {}", i + 1, s.catalog().current().version).unwrap();
+        out.flush().unwrap();
     }
     let writes = store
         .counters()
@@ -269,9 +292,31 @@ async fn crash_scenario(catalog: &Target) {
     println!("WRITES {writes}");
 }
 
-/// After a kill: the catalog opens, every view is complete old or new data,
-/// and cleanup leaves exactly the files of the committed snapshots.
-async fn check_after_crash(catalog: &Target, source: &Path) -> Result<(), String> {
+/// The last acknowledgement a child printed: (statements done, version).
+fn last_ack(stdout: &str) -> (usize, u64) {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            // libtest's "test child ... " may precede the first one.
+            let mut words = l.split("ACK ").nth(1)?.split_whitespace();
+            Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+        })
+        .last()
+        .unwrap_or((0, 0))
+}
+
+/// After a kill: the catalog opens at or past the last acknowledged
+/// version; views `a` and `b` together hold the state of the last
+/// acknowledged statement or of the one in flight (never an older one,
+/// never a mix); and cleanup leaves exactly the files of the committed
+/// snapshots. `finished`: the child was not killed, so only its final
+/// state will do.
+async fn check_after_crash(
+    catalog: &Target,
+    source: &Path,
+    acked: (usize, u64),
+    finished: bool,
+) -> Result<(), String> {
     let s = MatviewSession::open_with_options(
         catalog.context(None),
         &catalog.location,
@@ -280,31 +325,47 @@ async fn check_after_crash(catalog: &Target, source: &Path) -> Result<(), String
     .await
     .map_err(|e| format!("catalog does not open: {e}"))?;
     s.sql(&source_sql(source)).await.unwrap();
-    let a = values(&s, "SELECT x FROM a ORDER BY x").await;
-    let old: Vec<i64> = (1..=50).collect();
-    let refreshed: Vec<i64> = (1..=80).collect();
-    let replaced: Vec<i64> = (1..=80).map(|x| x * 2).collect();
-    if a != old && a != refreshed && a != replaced {
+    let (done, version) = acked;
+    if s.catalog().current().version < version {
         return Err(format!(
-            "view a holds {} rows that are no committed state",
-            a.len()
+            "statement {done} was acknowledged at version {version}, the catalog is at {}",
+            s.catalog().current().version
         ));
     }
-    let views: Vec<String> = s
+    let a = values(&s, "SELECT x FROM a ORDER BY x").await;
+    let has_b = s
         .catalog()
         .current()
         .views
         .iter()
-        .map(|v| v.name.name.clone())
-        .collect();
-    if views.contains(&"b".to_string()) {
-        let b = values(&s, "SELECT x FROM b ORDER BY x").await;
-        if b != (1..=40).map(|x| x * 2).collect::<Vec<_>>() {
-            return Err(format!(
-                "view b holds {} rows that are no committed state",
-                b.len()
-            ));
-        }
+        .any(|v| v.name.name == "b");
+    let b = if has_b {
+        Some(values(&s, "SELECT x FROM b ORDER BY x").await)
+    } else {
+        None
+    };
+    let state = (a, b);
+    let allowed: Vec<usize> = if finished {
+        vec![SCENARIO.len()]
+    } else {
+        (done..=(done + 1).min(SCENARIO.len())).collect()
+    };
+    if !allowed.iter().any(|&n| scenario_state(n) == state) {
+        let found = (0..=SCENARIO.len()).find(|&n| scenario_state(n) == state);
+        return Err(format!(
+            "{done} statements acknowledged{}, but views a and b hold {} (a: {} rows, b: {:?} rows)",
+            if finished {
+                " and the child finished"
+            } else {
+                ""
+            },
+            match found {
+                Some(n) => format!("the state after statement {n}"),
+                None => "no committed state".into(),
+            },
+            state.0.len(),
+            state.1.as_ref().map(Vec::len),
+        ));
     }
     s.sql("VACUUM MATERIALIZED VIEWS")
         .await
@@ -361,9 +422,23 @@ async fn crash_trial(
         vars.push(("DFMV_FAULT", f.to_string()));
     }
     let mut process = spawn_child(&vars)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // The child writes a few lines: read them on threads so it never blocks.
+    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            use std::io::Read as _;
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = read(process.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read(process.stderr.take().map(|p| Box::new(p) as _));
     let status = match kill_after {
         Some(delay) => {
             let deadline = Instant::now() + delay;
@@ -380,8 +455,17 @@ async fn crash_trial(
         }
         None => process.wait().unwrap(),
     };
-    check_after_crash(&catalog, &source).await?;
-    Ok(!status.success())
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    // Killed means SIGKILL; a panic or any other exit is a failure.
+    use std::os::unix::process::ExitStatusExt;
+    let killed = status.signal() == Some(9);
+    if !killed && !status.success() {
+        return Err(format!("the child failed ({status}):\n{stdout}\n{stderr}"));
+    }
+    check_after_crash(&catalog, &source, last_ack(&stdout), !killed)
+        .await
+        .map_err(|e| format!("{e}\nthe child printed:\n{stdout}"))?;
+    Ok(killed)
 }
 
 /// Runs the scenario once without faults: its number of writes and how
@@ -511,11 +595,12 @@ fn sigkill_at_random_times_long() {
 
 // ---- failed writes ---------------------------------------------------------
 
-#[tokio::test]
-async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
-    let dir = tempfile::tempdir().unwrap();
-    let catalog = dir.path().join("catalog");
-    let (s, store) = open_instrumented(&Target::local(&catalog), Duration::from_secs(3600)).await;
+/// Fails each write of a refresh in turn, `after` it reached the store or
+/// before: a refresh that reports an error leaves the old data, readable;
+/// one that reports success has the new data; and what failed attempts
+/// wrote is swept.
+async fn failed_writes(target: &Target, after: bool) {
+    let (s, store) = open_instrumented(target, Duration::from_secs(3600)).await;
     s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
         .await
         .unwrap();
@@ -533,11 +618,13 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
     loop {
         store.set_fault(Some(Fault {
             at_write: n,
-            after: false,
+            after,
             action: FaultAction::Error,
         }));
         let result = s.sql("REFRESH MATERIALIZED VIEW v").await;
         store.set_fault(None);
+        // The view is readable whatever happened: no committed file was
+        // deleted (a commit whose put failed after landing is its own).
         let now = values(&s, "SELECT x FROM v ORDER BY x").await;
         match result {
             Err(e) => {
@@ -546,8 +633,8 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
                 assert_eq!(now, [1, 2], "write {n}: a failed refresh changed the data");
             }
             Ok(_) => {
-                // The fault hit a write after the commit (pointer, cleanup):
-                // the refresh took effect, and there are no more writes to fail.
+                // The fault hit the commit after it landed, or a write after
+                // it (pointer, cleanup): the refresh took effect.
                 assert_eq!(now, [1, 2, 3]);
                 break;
             }
@@ -561,11 +648,13 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
     );
     // Whatever the failed attempts wrote is removed.
     s.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
-    let s2 = open(&Target::local(&catalog), Duration::ZERO).await;
+    let s2 = open(target, Duration::ZERO).await;
     s2.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
     let manifest = s2.catalog().current();
     let snapshot = manifest.views[0].snapshot.as_ref().unwrap();
-    let dirs: BTreeSet<String> = files_under(&catalog)
+    let dirs: BTreeSet<String> = target
+        .files()
+        .await
         .into_iter()
         .filter(|f| f.ends_with(".parquet"))
         .map(|f| f.rsplit_once('/').unwrap().0.to_string())
@@ -574,6 +663,23 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
         dirs,
         BTreeSet::from([manifest.views[0].snapshot_dir(snapshot)])
     );
+}
+
+#[tokio::test]
+async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
+    let dir = tempfile::tempdir().unwrap();
+    failed_writes(&Target::local(&dir.path().join("before")), false).await;
+    failed_writes(&Target::local(&dir.path().join("after")), true).await;
+}
+
+#[tokio::test]
+async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data_on_s3() {
+    if let Some(target) = Target::s3() {
+        failed_writes(&target, false).await;
+    }
+    if let Some(target) = Target::s3() {
+        failed_writes(&target, true).await;
+    }
 }
 
 // ---- concurrent processes --------------------------------------------------
