@@ -296,12 +296,12 @@ async fn crash_scenario(catalog: &Target) {
 fn last_ack(stdout: &str) -> (usize, u64) {
     stdout
         .lines()
-        .filter_map(|l| {
+        .rev()
+        .find_map(|l| {
             // libtest's "test child ... " may precede the first one.
             let mut words = l.split("ACK ").nth(1)?.split_whitespace();
             Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
         })
-        .last()
         .unwrap_or((0, 0))
 }
 
