@@ -209,6 +209,7 @@ fn child() {
         match role.as_str() {
             "crash" => crash_scenario(&target).await,
             "worker" => worker(&target).await,
+            "replace" => replace_and_drop(&target).await,
             other => panic!("unknown child role {other}"),
         }
     });
@@ -987,11 +988,23 @@ async fn another_process_commits_are_seen_without_listing() {
     assert!(store.counters().heads.load(SeqCst) - heads <= 3);
 }
 
-#[tokio::test]
-async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
-    let dir = tempfile::tempdir().unwrap();
-    let catalog = dir.path().join("catalog");
-    let reader = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
+/// The writer of the readers test, in its own process: replaces view `v`,
+/// drops it and vacuums.
+async fn replace_and_drop(target: &Target) {
+    let writer = open(target, Duration::from_secs(3600)).await;
+    for sql in [
+        "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1 AS x",
+        "DROP MATERIALIZED VIEW v",
+        "VACUUM MATERIALIZED VIEWS",
+    ] {
+        writer.sql(sql).await.unwrap().collect().await.unwrap();
+    }
+}
+
+/// A query planned against a snapshot finishes reading it after another
+/// process replaced the view, dropped it and vacuumed.
+async fn a_reader_keeps_its_snapshot(target: &Target) {
+    let reader = open(target, Duration::from_secs(3600)).await;
     reader
         .sql("CREATE MATERIALIZED VIEW v AS SELECT value AS x FROM generate_series(1, 1000)")
         .await
@@ -1001,13 +1014,19 @@ async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
     let task = Arc::new(df.task_ctx());
     let planned = df.create_physical_plan().await.unwrap();
     // ...which another process replaces and drops meanwhile.
-    let writer = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
-    writer
-        .sql("CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1 AS x")
-        .await
-        .unwrap();
-    writer.sql("DROP MATERIALIZED VIEW v").await.unwrap();
-    writer.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    let out = spawn_child(&[
+        ("DFMV_CHILD", "replace".to_string()),
+        ("DFMV_CATALOG", target.location.clone()),
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(reader.catalog().reload().await.unwrap().views.is_empty());
     let batches = datafusion::physical_plan::collect(planned, task)
         .await
         .unwrap();
@@ -1016,6 +1035,19 @@ async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
         500500
     );
     assert!(!batches[0].column(0).is_null(0));
+}
+
+#[tokio::test]
+async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
+    let dir = tempfile::tempdir().unwrap();
+    a_reader_keeps_its_snapshot(&Target::local(&dir.path().join("catalog"))).await;
+}
+
+#[tokio::test]
+async fn a_reader_keeps_its_snapshot_while_another_process_refreshes_on_s3() {
+    if let Some(target) = Target::s3() {
+        a_reader_keeps_its_snapshot(&target).await;
+    }
 }
 
 #[tokio::test]
