@@ -909,8 +909,10 @@ struct LatestPointer {
     version: u64,
 }
 
-/// Parses and checks one manifest file.
-fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Manifest> {
+/// Parses and checks one manifest file (`path` names it in errors): a
+/// newer format than this build reads, bytes that are not a manifest, and a
+/// version that is not the one its name says are typed errors.
+pub fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Manifest> {
     #[derive(serde::Deserialize)]
     struct FormatOnly {
         format_version: u32,
