@@ -6,9 +6,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use datafusion::arrow::array::{AsArray, RecordBatch};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Int64Type};
-use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::{Accumulator, ColumnarValue, Volatility, create_udaf, create_udf};
 use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 use datafusion_matview::{MatviewOptions, MatviewSession};
@@ -183,6 +184,70 @@ async fn views_over_functions_that_depend_on_when_they_run_are_never_fresh() {
         let (mode, detail) = refresh(&s, view).await;
         assert_eq!((mode.as_str(), detail.as_str()), ("full", reason), "{view}");
     }
+}
+
+/// `count` of non-null values, as an aggregate that declares itself
+/// `Stable` (a user function whose result may depend on when it runs).
+#[derive(Debug)]
+struct Counter(i64);
+
+impl Accumulator for Counter {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DFResult<()> {
+        self.0 += (values[0].len() - values[0].null_count()) as i64;
+        Ok(())
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DFResult<()> {
+        self.0 += states[0]
+            .as_primitive::<Int64Type>()
+            .iter()
+            .flatten()
+            .sum::<i64>();
+        Ok(())
+    }
+    fn state(&mut self) -> DFResult<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Int64(Some(self.0))])
+    }
+    fn evaluate(&mut self) -> DFResult<ScalarValue> {
+        Ok(ScalarValue::Int64(Some(self.0)))
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+}
+
+#[tokio::test]
+async fn stable_aggregate_and_window_functions_are_not_reproducible_either() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir.path().join("cat")).await;
+    s.context().register_udaf(create_udaf(
+        "stable_count",
+        vec![DataType::Int64],
+        Arc::new(DataType::Int64),
+        Volatility::Stable,
+        Arc::new(|_| Ok(Box::new(Counter(0)))),
+        Arc::new(vec![DataType::Int64]),
+    ));
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2), (NULL)")
+        .await
+        .unwrap();
+    for (view, query) in [
+        ("aggregated", "SELECT stable_count(x) AS c FROM t"),
+        ("windowed", "SELECT x, stable_count(x) OVER () AS c FROM t"),
+    ] {
+        s.sql(&format!("CREATE MATERIALIZED VIEW {view} AS {query}"))
+            .await
+            .unwrap();
+        assert_eq!(freshness(&s, view).await, "unknown", "{view}");
+        assert_eq!(
+            refresh(&s, view).await,
+            (
+                "full".to_string(),
+                "depends on when it runs: stable_count()".to_string()
+            ),
+            "{view}"
+        );
+    }
+    assert_eq!(count(&s, "SELECT c FROM aggregated").await, 2);
 }
 
 /// Every object under `root`, relative to it.
