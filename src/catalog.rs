@@ -100,6 +100,10 @@ pub struct RecoveryReport {
     pub views: Vec<String>,
     /// Snapshot markers not used, and why.
     pub skipped: Vec<String>,
+    /// What could not be rebuilt, and why (a view whose data is gone with
+    /// no complete snapshot to fall back to; the remembered tables and
+    /// views when no version of the log is readable).
+    pub lost: Vec<String>,
 }
 
 /// What a cleanup removed.
@@ -157,6 +161,11 @@ impl Catalog {
     /// becomes that view's data in a new manifest version, committed after
     /// every existing one. Remembered tables and views are taken from the
     /// newest readable version, if any.
+    ///
+    /// It changes nothing when there is nothing to recover (the latest
+    /// version reads, the log has no gap, and every view's data files are
+    /// there: [`Error::NothingToRecover`]) or nothing to recover from (no
+    /// log and no marker: [`Error::NoCatalogData`]).
     pub async fn recover(&self) -> Result<RecoveryReport> {
         let log = self.path("_matview");
         let objects: Vec<_> = self.store.list(Some(&self.root)).try_collect().await?;
@@ -178,22 +187,51 @@ impl Catalog {
         // Start from the newest readable version: it also knows views with
         // no data yet, and the remembered tables and views.
         let versions = self.list_versions().await?;
-        let mut base = Manifest::default();
+        if versions.is_empty() && markers.is_empty() {
+            return Err(Error::NoCatalogData {
+                location: self.location.clone(),
+            });
+        }
+        let mut base = None;
         for (version, _) in versions.iter().rev() {
             if let Ok(m) = self.read_version(*version).await {
-                base = m;
+                base = Some(m);
                 break;
             }
         }
+        let complete = |view: &ViewEntry| {
+            view.snapshot
+                .as_ref()
+                .is_none_or(|s| s.files.iter().all(|f| sizes.get(&f.path) == Some(&f.size)))
+        };
+        let contiguous = versions.windows(2).all(|w| w[1].0 == w[0].0 + 1);
+        match &base {
+            Some(latest)
+                if Some(latest.version) == versions.last().map(|(v, _)| *v)
+                    && contiguous
+                    && latest.views.iter().all(complete) =>
+            {
+                return Err(Error::NothingToRecover {
+                    catalog: self.location.clone(),
+                    version: latest.version,
+                });
+            }
+            Some(_) => {}
+            None => report.lost.push(
+                "the tables and views the catalog remembered: no version of the log is readable; \
+                 create them again (views dropped within the retention window may also come back)"
+                    .into(),
+            ),
+        }
+        let base = base.unwrap_or_default();
         let base_time = base.committed_at;
         let mut newest: BTreeMap<QualifiedName, ViewEntry> = BTreeMap::new();
+        let mut incomplete = vec![];
         for view in base.views {
-            let complete = view
-                .snapshot
-                .as_ref()
-                .is_none_or(|s| s.files.iter().all(|f| sizes.get(&f.path) == Some(&f.size)));
-            if complete {
+            if complete(&view) {
                 newest.insert(view.name.clone(), view);
+            } else {
+                incomplete.push(view.name.clone());
             }
         }
         for path in markers {
@@ -242,6 +280,13 @@ impl Catalog {
                 newest.insert(entry.name.clone(), entry);
             }
         }
+        for name in incomplete {
+            if !newest.contains_key(&name) {
+                report.lost.push(format!(
+                    "materialized view {name}: data files are missing and no complete snapshot of it is left"
+                ));
+            }
+        }
         let relations = base.relations;
         let manifest = Manifest {
             format_version: MANIFEST_FORMAT,
@@ -253,7 +298,7 @@ impl Catalog {
             relations,
         };
         let json = serde_json::to_vec(&manifest).map_err(|e| Error::CorruptManifest {
-            path: self.version_path(manifest.version).to_string(),
+            path: self.display_path(&self.version_path(manifest.version)),
             reason: e.to_string(),
         })?;
         let opts = PutOptions {
@@ -267,7 +312,10 @@ impl Catalog {
                 opts,
             )
             .await?;
+        // Readers start from the pointer: it must be past any gap the log
+        // still has before this statement returns.
         self.write_pointer(manifest.version);
+        self.settle_pointer().await;
         report.version = manifest.version;
         report.views = manifest
             .views
@@ -358,7 +406,36 @@ impl Catalog {
     async fn read_version(&self, version: u64) -> Result<Manifest> {
         let path = self.version_path(version);
         let bytes = self.store.get(&path).await?.bytes().await?;
-        parse_manifest(&path, &bytes, version)
+        parse_manifest(&self.display_path(&path), &bytes, version)
+    }
+
+    /// An object's path as people know it: a local file's absolute path,
+    /// else its URL.
+    pub fn display_path(&self, path: &Path) -> String {
+        match self.store_url.as_str().strip_prefix("file://") {
+            Some(_) => format!("/{path}"),
+            None => format!("{}{path}", self.store_url.as_str()),
+        }
+    }
+
+    /// The versions in the log after `version`, in order (one `LIST` that
+    /// starts after it).
+    async fn versions_after(&self, version: u64) -> Result<Vec<u64>> {
+        let mut later: Vec<u64> = self
+            .store
+            .list_with_offset(Some(&self.log_dir()), &self.version_path(version))
+            .try_filter_map(|meta| async move {
+                Ok(meta
+                    .location
+                    .filename()
+                    .and_then(|f| f.strip_suffix(".json"))
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .filter(|v| *v > version))
+            })
+            .try_collect()
+            .await?;
+        later.sort_unstable();
+        Ok(later)
     }
 
     /// Loads the latest committed version (if newer than what is loaded)
@@ -449,8 +526,25 @@ impl Catalog {
             },
         };
         let from = version;
-        while self.exists(version + 1).await? {
-            version += 1;
+        // Probe forward; a version missing before one that exists is a
+        // gap in the log, which must stop the catalog (a commit on top of
+        // the version before it would be hidden by the one after).
+        loop {
+            while self.exists(version + 1).await? {
+                version += 1;
+            }
+            match self.versions_after(version).await?.first() {
+                None => break,
+                // Committed since the probe, or the probe raced a writer.
+                Some(_) if self.exists(version + 1).await? => continue,
+                Some(&after) => {
+                    return Err(Error::LogGap {
+                        missing: self.display_path(&self.version_path(version + 1)),
+                        before: version,
+                        after,
+                    });
+                }
+            }
         }
         if !valid || version - from > POINTER_LAG {
             self.write_pointer(version);
@@ -532,7 +626,7 @@ impl Catalog {
             }
             let path = self.version_path(next.version);
             let json = serde_json::to_vec(&next).map_err(|e| Error::CorruptManifest {
-                path: path.to_string(),
+                path: self.display_path(&path),
                 reason: e.to_string(),
             })?;
             let opts = PutOptions {
@@ -912,7 +1006,7 @@ struct LatestPointer {
 /// Parses and checks one manifest file (`path` names it in errors): a
 /// newer format than this build reads, bytes that are not a manifest, and a
 /// version that is not the one its name says are typed errors.
-pub fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Manifest> {
+pub fn parse_manifest(path: &str, bytes: &[u8], expected_version: u64) -> Result<Manifest> {
     #[derive(serde::Deserialize)]
     struct FormatOnly {
         format_version: u32,

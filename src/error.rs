@@ -182,13 +182,46 @@ pub enum Error {
 
     /// A manifest file could not be read.
     #[error(
-        "manifest {path} is unreadable: {reason}\nHINT: Restore the file from a backup or remove it to fall back to the previous version."
+        "manifest {path} is unreadable: {reason}\nHINT: Restore the file from a backup, or rebuild the catalog from its data with `dfmv recover` (MatviewSession::recover)."
     )]
     CorruptManifest {
         /// Object-store path of the file.
         path: String,
         /// What is wrong with it.
         reason: String,
+    },
+
+    /// A manifest version is missing between two that exist: committing
+    /// on the one before it would be hidden by the one after.
+    #[error(
+        "manifest {missing} is missing: the log goes from version {before} to version {after}\nHINT: Restore the file from a backup, or rebuild the catalog from its data with `dfmv recover` (MatviewSession::recover)."
+    )]
+    LogGap {
+        /// Where the missing version belongs.
+        missing: String,
+        /// The version before it.
+        before: u64,
+        /// The next version that exists.
+        after: u64,
+    },
+
+    /// `recover` found the catalog's log readable and every view's data
+    /// present: there is nothing to rebuild.
+    #[error("catalog {catalog} is readable at version {version}: nothing to recover")]
+    NothingToRecover {
+        /// Catalog location.
+        catalog: String,
+        /// Its latest version.
+        version: u64,
+    },
+
+    /// `recover` found neither a manifest log nor snapshot markers.
+    #[error(
+        "{location} holds no catalog: no manifest log and no snapshot markers\nHINT: Check the catalog location."
+    )]
+    NoCatalogData {
+        /// The location given.
+        location: String,
     },
 
     /// A manifest was written by a newer version of this crate.

@@ -278,6 +278,15 @@ impl ObjectStore for InstrumentedStore {
         self.inner.list(prefix)
     }
 
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.shared.counters.lists.fetch_add(1, Ordering::SeqCst);
+        self.inner.list_with_offset(prefix, offset)
+    }
+
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         self.shared.counters.lists.fetch_add(1, Ordering::SeqCst);
         self.inner.list_with_delimiter(prefix).await
