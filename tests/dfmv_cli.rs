@@ -52,7 +52,8 @@ impl Dir {
             .env("DFMV_CATALOG", self.join("catalog"))
             .env("HOME", self.path())
             .env_remove("RUST_LOG")
-            .env_remove("DFMV_WARN_VIEW_SIZE");
+            .env_remove("DFMV_WARN_VIEW_SIZE")
+            .env_remove("DFMV_PROGRESS_DELAY_MS");
         command
     }
 
@@ -678,7 +679,11 @@ fn no_progress_indicator_when_piped_and_quiet_prints_only_results() {
 fn progress_indicator_on_a_terminal() {
     let dir = Dir::new();
     let mut command = dir.command(&["-c", SLOW_VIEW]);
-    command.env("TERM", "xterm");
+    // Shown from the first report (at once), however fast the machine and
+    // the build: no race with the end of the work.
+    command
+        .env("TERM", "xterm")
+        .env("DFMV_PROGRESS_DELAY_MS", "0");
     let options = rexpect::reader::Options::new()
         .timeout_ms(Some(120_000))
         .strip_ansi_escape_codes(true);
