@@ -677,7 +677,9 @@ impl MatviewSession {
     /// adopting results computed the old way (`COPY ... TO`). `name` is
     /// written as in SQL (quote it if needed); `files` are paths or URLs of
     /// object stores registered in the session. The files' columns must be
-    /// the query's. Afterwards the view refreshes like any other.
+    /// the query's. The view's freshness is `unknown` (nothing records which
+    /// state of the sources the data was computed from) and its first
+    /// REFRESH is full; afterwards it refreshes like any other.
     pub async fn adopt(&self, name: &str, query: &str, files: &[String]) -> Result<()> {
         let sql = format!("CREATE MATERIALIZED VIEW {name} AS {query}");
         let state = self.ctx.state();
@@ -773,10 +775,18 @@ impl MatviewSession {
             snapshot: None,
         };
         if import.is_some() || create.with_data {
-            let fingerprints = self
-                .fingerprinter(&manifest)
-                .sources(&entry.definition.sources)
-                .await?;
+            // Adopted data comes with no fingerprints: nothing says which
+            // state of the sources it was computed from (it may predate
+            // their files of today), so the view is `unknown` and its
+            // first refresh is full.
+            let fingerprints = match import {
+                Some(_) => vec![],
+                None => {
+                    self.fingerprinter(&manifest)
+                        .sources(&entry.definition.sources)
+                        .await?
+                }
+            };
             entry.snapshot = Some(match import {
                 Some(files) => {
                     import_snapshot(&state, &self.catalog, &entry, files, fingerprints).await?
