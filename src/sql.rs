@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast::{
     CreateTableOptions, Ident, ObjectName, ObjectType, Query, ShowStatementFilter,
     ShowStatementFilterPosition, Statement as SQLStatement,
 };
-use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
@@ -115,11 +115,7 @@ pub fn parse_sql_with_text(
     dialect: &str,
     recursion_limit: usize,
 ) -> Result<Vec<(Statement, String)>> {
-    let dialect = dialect_from_str(dialect).ok_or_else(|| {
-        Error::DataFusion(DataFusionError::Plan(format!(
-            "Unsupported SQL dialect: {dialect}. Available dialects: Generic, MySQL, PostgreSQL, Hive, SQLite, Snowflake, Redshift, MsSQL, ClickHouse, BigQuery, Ansi, DuckDB, Databricks."
-        )))
-    })?;
+    let dialect = dialect_named(dialect)?;
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
         .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
@@ -174,6 +170,103 @@ pub fn parse_sql_with_text(
         expecting_delimiter = true;
     }
     Ok(statements)
+}
+
+/// The sqlparser dialect DataFusion calls `name`.
+fn dialect_named(name: &str) -> Result<Box<dyn Dialect>> {
+    dialect_from_str(name).ok_or_else(|| {
+        Error::DataFusion(DataFusionError::Plan(format!(
+            "Unsupported SQL dialect: {name}. Available dialects: Generic, MySQL, PostgreSQL, Hive, SQLite, Snowflake, Redshift, MsSQL, ClickHouse, BigQuery, Ansi, DuckDB, Databricks."
+        )))
+    })
+}
+
+/// The tokens of `sql` in the named dialect, each with the byte range of
+/// the input it was read from (so a statement's text, or a literal in it,
+/// is a slice of the user's input, never a token rendered back to text).
+/// Whitespace and comments are tokens too ([`Token::Whitespace`]).
+pub fn tokenize_with_offsets(
+    sql: &str,
+    dialect: &str,
+) -> Result<Vec<(Token, std::ops::Range<usize>)>> {
+    let dialect = dialect_named(dialect)?;
+    let tokens = Tokenizer::new(dialect.as_ref(), sql)
+        .tokenize_with_location()
+        .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
+    let offsets = ByteOffsets::new(sql);
+    Ok(tokens
+        .into_iter()
+        .filter(|t| t.token != Token::EOF)
+        .map(|t| {
+            let start = offsets.of(t.span.start);
+            let end = offsets.of(t.span.end).max(start);
+            (t.token, start..end)
+        })
+        .collect())
+}
+
+/// Whether `text` ends with a whole statement: nothing in it is left open
+/// (a string, a quoted identifier, a comment) and its last token, comments
+/// aside, is `;`. A `;` inside a literal or a comment ends nothing.
+pub fn ends_statement(text: &str, dialect: &str) -> bool {
+    let Some(dialect) = dialect_from_str(dialect) else {
+        return text.trim_end().ends_with(';');
+    };
+    let Ok(tokens) = Tokenizer::new(dialect.as_ref(), text).tokenize() else {
+        // Something is left open (or cannot be read at all): wait for
+        // more, so that a part of a literal never runs as a statement.
+        return false;
+    };
+    tokens
+        .iter()
+        .rev()
+        .find(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .is_some_and(|t| *t == Token::SemiColon)
+}
+
+/// Splits a script read line by line into runs of whole statements, as
+/// `dfmv -f` reads files: a statement ends at the end of a line when that
+/// line leaves it complete (see [`ends_statement`]), so a `;` at the end
+/// of a line inside a string, a quoted identifier or a comment ends
+/// nothing. Between statements, lines starting with `--` or `#!` are
+/// skipped. Each run is the user's exact bytes, for [`parse_sql_with_text`].
+#[derive(Debug, Default)]
+pub struct ScriptSplitter {
+    pending: String,
+}
+
+impl ScriptSplitter {
+    /// A splitter between statements.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether no statement has begun (only blank lines since the last).
+    pub fn is_between_statements(&self) -> bool {
+        self.pending.trim().is_empty()
+    }
+
+    /// Adds one line as read, with its line ending (only the last line of
+    /// a script may have none); returns the statements it completes, if
+    /// it completes any. `dialect` is the one in force now (a script can
+    /// change it).
+    pub fn push_line(&mut self, line: &str, dialect: &str) -> Option<String> {
+        if self.is_between_statements() && (line.starts_with("--") || line.starts_with("#!")) {
+            return None;
+        }
+        self.pending.push_str(line);
+        // Only a line holding a `;` can end a statement.
+        if line.contains(';') && ends_statement(&self.pending, dialect) {
+            return Some(std::mem::take(&mut self.pending));
+        }
+        None
+    }
+
+    /// What is left at the end of the script, if it holds anything.
+    pub fn finish(&mut self) -> Option<String> {
+        let rest = std::mem::take(&mut self.pending);
+        (!rest.trim().is_empty()).then_some(rest)
+    }
 }
 
 fn expected(parser: &DFParser, what: &str) -> Error {
@@ -525,9 +618,14 @@ mod tests {
         // A doubled quote is not the end of the string: one statement.
         let injection = "SELECT 'x''; DROP MATERIALIZED VIEW victim; SELECT ''y' AS s";
         assert_eq!(texts(injection, "generic"), [injection]);
+        // Comments inside a statement are part of its text; a comment
+        // after its last token is not.
         assert_eq!(
-            texts("SELECT 'O''Brien' AS \"x\"\"y\"; SELECT 2 /* ; */", "generic"),
-            ["SELECT 'O''Brien' AS \"x\"\"y\"", "SELECT 2 /* ; */"]
+            texts(
+                "SELECT 'O''Brien' AS \"x\"\"y\"; SELECT /* ; */ 2 /* ; */",
+                "generic"
+            ),
+            ["SELECT 'O''Brien' AS \"x\"\"y\"", "SELECT /* ; */ 2"]
         );
         assert_eq!(
             texts("SELECT E'a\\'b;' AS s;SELECT $$x;y$$ -- ;\n", "postgresql"),

@@ -23,7 +23,7 @@ use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use datafusion_matview::MatviewSession;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{
-    CreateMaterializedView, RefreshMaterializedView, Statement, parse_sql_with_text,
+    CreateMaterializedView, RefreshMaterializedView, ScriptSplitter, Statement, parse_sql_with_text,
 };
 use futures::StreamExt;
 
@@ -75,11 +75,13 @@ pub async fn exec_command(
     Ok(Flow::Continue)
 }
 
-/// Runs a script file, as `datafusion-cli -f` does: statements end at a
-/// line ending with `;`, lines starting with `--` or `#!` are skipped,
-/// and a line starting with `\` (between statements) is a backslash
-/// command. Every error is printed to stderr and the script goes on;
-/// returns false when anything failed.
+/// Runs a script file, as `datafusion-cli -f` does: a statement ends at
+/// the end of a line that completes it with `;` (a `;` inside a string, a
+/// quoted identifier or a comment ends nothing), lines starting with `--`
+/// or `#!` between statements are skipped, and a line starting with `\`
+/// between statements is a backslash command. Statements run as the
+/// user's exact bytes. Every error is printed to stderr and the script
+/// goes on; returns false when anything failed.
 pub async fn exec_file(app: &App, print_options: &mut PrintOptions, path: &str) -> bool {
     match File::open(path) {
         Ok(file) => exec_lines(app, print_options, BufReader::new(file)).await,
@@ -91,23 +93,26 @@ pub async fn exec_file(app: &App, print_options: &mut PrintOptions, path: &str) 
 }
 
 /// [`exec_file`] over any reader.
-pub async fn exec_lines(app: &App, print_options: &mut PrintOptions, reader: impl BufRead) -> bool {
+pub async fn exec_lines(
+    app: &App,
+    print_options: &mut PrintOptions,
+    mut reader: impl BufRead,
+) -> bool {
     let mut ok = true;
-    let mut query = String::new();
-    for line in reader.lines() {
-        let line = match line {
-            Ok(line) => line,
+    let mut splitter = ScriptSplitter::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
             Err(e) => {
                 eprintln!("Error: {e}");
                 ok = false;
                 break;
             }
-        };
-        if line.starts_with("#!") || line.starts_with("--") {
-            continue;
         }
-        if query.trim().is_empty() && line.trim_start().starts_with('\\') {
-            query.clear();
+        if splitter.is_between_statements() && line.trim_start().starts_with('\\') {
             match backslash(app, print_options, line.trim()).await {
                 Ok(Flow::Continue) => {}
                 Ok(Flow::Quit) => return ok,
@@ -118,20 +123,17 @@ pub async fn exec_lines(app: &App, print_options: &mut PrintOptions, reader: imp
             }
             continue;
         }
-        let line = line.trim_end();
-        query.push_str(line);
-        if line.ends_with(';') {
-            if let Err(e) = exec_sql(app, print_options, &query).await {
-                eprintln!("Error: {e}");
-                ok = false;
-            }
-            query.clear();
-        } else {
-            query.push('\n');
+        // The dialect in force now: a statement of the script can change it.
+        let (dialect, _) = context::parser_settings(app.session.context());
+        if let Some(sql) = splitter.push_line(&line, &dialect)
+            && let Err(e) = exec_sql(app, print_options, &sql).await
+        {
+            eprintln!("Error: {e}");
+            ok = false;
         }
     }
-    if !query.trim().is_empty()
-        && let Err(e) = exec_sql(app, print_options, &query).await
+    if let Some(sql) = splitter.finish()
+        && let Err(e) = exec_sql(app, print_options, &sql).await
     {
         eprintln!("Error: {e}");
         ok = false;
@@ -418,9 +420,13 @@ pub async fn backslash(app: &App, print_options: &mut PrintOptions, line: &str) 
             }
         }
         ("i", None) => return Err("Required filename argument is missing".into()),
-        ("adopt", Some(dir)) => {
+        ("adopt", Some(arg)) => {
+            let (run_all, dir) = match arg.strip_prefix("--run-all ") {
+                Some(dir) => (true, dir),
+                None => (false, arg),
+            };
             let dir = std::path::absolute(dir)?;
-            if !crate::adopt::adopt(app, &dir).await? {
+            if !crate::adopt::adopt(app, &dir, run_all).await? {
                 return Err(format!("not everything in {} was adopted", dir.display()).into());
             }
         }
@@ -495,7 +501,7 @@ fn help() -> RecordBatch {
         ("\\?", "help"),
         ("\\i filename", "run the statements of a file"),
         (
-            "\\adopt folder",
+            "\\adopt [--run-all] folder",
             "adopt a state.sql + views/manifest.json folder",
         ),
         ("\\h", "function list"),
