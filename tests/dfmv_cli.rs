@@ -661,6 +661,60 @@ fn a_location_and_names_with_quotes_are_remembered_as_written() {
     );
 }
 
+#[test]
+fn drop_cascade_says_what_it_dropped() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW base AS SELECT 1 AS x",
+        "-c",
+        "CREATE VIEW \"pl\"\"ain\" AS SELECT x FROM base",
+        "-c",
+        "CREATE MATERIALIZED VIEW top AS SELECT x FROM \"pl\"\"ain\"",
+        "-c",
+        "CREATE MATERIALIZED VIEW other AS SELECT 2 AS y",
+    ]);
+    let run = dir.dfmv(&["-c", "DROP MATERIALIZED VIEW base CASCADE"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.stderr,
+        "NOTICE: drop cascades to view \"pl\"\"ain\"\n\
+         NOTICE: drop cascades to materialized view top\n"
+    );
+    assert_eq!(
+        normalize(&run.stdout),
+        format!("{}0 row(s) fetched. \nElapsed X seconds.\n\n", banner())
+    );
+    assert_eq!(
+        dir.ok(&[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT table_name FROM materialized_views()",
+            "-c",
+            "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = 'pl\"ain'",
+        ]),
+        "table_name\nother\nn\n0\n"
+    );
+    // Without dependents there is nothing to say; --quiet says nothing.
+    let run = dir.dfmv(&["-c", "DROP MATERIALIZED VIEW other CASCADE"]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:#?}");
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW a AS SELECT 1 AS x",
+        "-c",
+        "CREATE MATERIALIZED VIEW b AS SELECT x FROM a",
+    ]);
+    let run = dir.dfmv(&["-q", "-c", "DROP MATERIALIZED VIEW a CASCADE"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "", "")
+    );
+}
+
 // ---- adoption ---------------------------------------------------------------------
 
 #[test]

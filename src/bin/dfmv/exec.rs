@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::DFSchema;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::memory_pool::MemoryConsumer;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{EmptyRelation, LogicalPlan};
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::spill::get_record_batch_memory_size;
 use datafusion::physical_plan::{ExecutionPlanProperties, execute_stream};
@@ -23,7 +24,8 @@ use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use datafusion_matview::MatviewSession;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{
-    CreateMaterializedView, RefreshMaterializedView, ScriptSplitter, Statement, parse_sql_with_text,
+    CreateMaterializedView, RefreshMaterializedView, ScriptSplitter, Statement,
+    parse_sql_with_text, quote_ident,
 };
 use futures::StreamExt;
 
@@ -185,7 +187,26 @@ async fn exec_statement(
             let df = session.sql(text).await?;
             print_dataframe(app, print_options, df, started, all_rows).await
         }
-        // DROP MATERIALIZED VIEW and whatever the library adds: its result as is.
+        Statement::Drop(drop) => {
+            let cascaded = session.drop_materialized_views(&drop).await?;
+            if !print_options.quiet {
+                // PostgreSQL's notice, one line per object dropped with them.
+                for (name, kind) in &cascaded {
+                    eprintln!(
+                        "NOTICE: drop cascades to {kind} {}",
+                        short_quoted(session, name)
+                    );
+                }
+            }
+            // No rows, no columns: what DROP returns through sql().
+            let empty = LogicalPlan::EmptyRelation(EmptyRelation {
+                produce_one_row: false,
+                schema: Arc::new(DFSchema::empty()),
+            });
+            let df = DataFrame::new(session.context().state(), empty);
+            print_dataframe(app, print_options, df, started, false).await
+        }
+        // Whatever the library adds: its result as is.
         statement => {
             let df = session.execute(statement).await?;
             print_dataframe(app, print_options, df, started, false).await
@@ -288,6 +309,21 @@ pub fn qualify(session: &MatviewSession, name: &ObjectName) -> Result<QualifiedN
 fn short(session: &MatviewSession, name: &QualifiedName) -> String {
     let (catalog, schema) = context::defaults(session.context());
     name.short(&catalog, &schema)
+}
+
+/// [`short`] with each part quoted when it needs it, as PostgreSQL names
+/// objects in notices.
+fn short_quoted(session: &MatviewSession, name: &QualifiedName) -> String {
+    let (catalog, schema) = context::defaults(session.context());
+    let mut parts = vec![];
+    if name.catalog != catalog {
+        parts.push(quote_ident(&name.catalog));
+    }
+    if name.catalog != catalog || name.schema != schema {
+        parts.push(quote_ident(&name.schema));
+    }
+    parts.push(quote_ident(&name.name));
+    parts.join(".")
 }
 
 async fn create_view(
