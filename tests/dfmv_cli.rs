@@ -715,6 +715,62 @@ fn drop_cascade_says_what_it_dropped() {
     );
 }
 
+#[test]
+fn a_catalog_location_that_cannot_be_one_says_why() {
+    let dir = Dir::new();
+    dir.write("afile", "not a catalog");
+    let file = dir.join("afile").display().to_string();
+    let under = dir.join("afile/sub").display().to_string();
+    let url = format!("file://{file}");
+    let cases = [
+        (
+            "bogus://x/y",
+            "Error: catalog location \"bogus://x/y\" has an unknown scheme \"bogus\"; \
+             use a folder or a URL of s3://, gs://, gcs://, oss://, cos://, http(s):// or memory://\n"
+                .to_owned(),
+        ),
+        (
+            file.as_str(),
+            format!("Error: catalog location \"{file}\" is not a folder\n"),
+        ),
+        (
+            url.as_str(),
+            format!("Error: catalog location \"{url}\" is not a folder\n"),
+        ),
+        (
+            under.as_str(),
+            format!("Error: catalog location \"{under}\" is not a folder: \"{file}\" is a file\n"),
+        ),
+    ];
+    for (catalog, expected) in &cases {
+        for args in [
+            &["--catalog", catalog, "-q", "-c", "SELECT 1"][..],
+            &["--catalog", catalog, "recover"][..],
+        ] {
+            let run = dir.dfmv(args);
+            assert_eq!(
+                (run.code, run.stdout.as_str()),
+                (1, expected.as_str()),
+                "{args:?}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a catalog");
+    // memory:// is a catalog for one process.
+    assert_eq!(
+        dir.ok(&[
+            "--catalog",
+            "memory:///c",
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT 1 AS one"
+        ]),
+        "one\n1\n"
+    );
+}
+
 // ---- adoption ---------------------------------------------------------------------
 
 #[test]

@@ -249,6 +249,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     };
     let (ctx, registry) = context::create_context(&setup).await?;
     context::register_store_for_location(&ctx, &catalog).await?;
+    context::check_catalog_location(&ctx, &catalog)?;
 
     // A catalog that needs recovery does not open: recover before opening.
     if let Some(Sub::Recover) = args.subcommand {
