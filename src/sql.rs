@@ -115,12 +115,41 @@ pub fn parse_sql_with_text(
     dialect: &str,
     recursion_limit: usize,
 ) -> Result<Vec<(Statement, String)>> {
+    parse_from_line(sql, dialect, recursion_limit, 1)
+}
+
+/// [`parse_sql_with_text`] of text that begins on line `first_line` of a
+/// script: error locations count lines from the script's start.
+fn parse_from_line(
+    sql: &str,
+    dialect: &str,
+    recursion_limit: usize,
+    first_line: u64,
+) -> Result<Vec<(Statement, String)>> {
     let dialect = dialect_named(dialect)?;
+    let shift = first_line.saturating_sub(1);
+    let moved = |mut at: Location| {
+        if at.line > 0 {
+            at.line += shift;
+        }
+        at
+    };
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
-        .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
+        .map_err(|mut e| {
+            e.location = moved(e.location);
+            datafusion::sql::sqlparser::parser::ParserError::from(e)
+        })?;
+    let tokens = tokens
+        .into_iter()
+        .map(|mut t| {
+            t.span.start = moved(t.span.start);
+            t.span.end = moved(t.span.end);
+            t
+        })
+        .collect();
     let (tokens, suffixes) = strip_with_data(tokens);
-    let offsets = ByteOffsets::new(sql);
+    let offsets = ByteOffsets::new(sql, first_line);
     // A statement's text is the user's own bytes, sliced by token spans:
     // tokens rendered back to text lose escapes (`'O''Brien'` would come
     // back as `'O'Brien'`, and the quote it un-doubled could end the string
@@ -193,7 +222,7 @@ pub fn tokenize_with_offsets(
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
         .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
-    let offsets = ByteOffsets::new(sql);
+    let offsets = ByteOffsets::new(sql, 1);
     Ok(tokens
         .into_iter()
         .filter(|t| t.token != Token::EOF)
@@ -233,6 +262,27 @@ pub fn ends_statement(text: &str, dialect: &str) -> bool {
 #[derive(Debug, Default)]
 pub struct ScriptSplitter {
     pending: String,
+    /// Lines pushed so far.
+    lines: u64,
+    /// The line `pending` begins on.
+    first_line: u64,
+}
+
+/// Whole statements of a script, as [`ScriptSplitter`] yields them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptChunk {
+    /// The user's bytes.
+    pub text: String,
+    /// The line of the script the text begins on, from 1.
+    pub first_line: u64,
+}
+
+impl ScriptChunk {
+    /// [`parse_sql_with_text`] of the chunk, with the lines of error
+    /// locations counted from the start of the script.
+    pub fn parse(&self, dialect: &str, recursion_limit: usize) -> Result<Vec<(Statement, String)>> {
+        parse_from_line(&self.text, dialect, recursion_limit, self.first_line)
+    }
 }
 
 impl ScriptSplitter {
@@ -250,22 +300,46 @@ impl ScriptSplitter {
     /// a script may have none); returns the statements it completes, if
     /// it completes any. `dialect` is the one in force now (a script can
     /// change it).
-    pub fn push_line(&mut self, line: &str, dialect: &str) -> Option<String> {
+    pub fn push_line(&mut self, line: &str, dialect: &str) -> Option<ScriptChunk> {
+        self.lines += 1;
         if self.is_between_statements() && (line.starts_with("--") || line.starts_with("#!")) {
+            // Blank lines before it are dropped with it: the next
+            // statement's text begins on the line after it.
+            self.pending.clear();
             return None;
+        }
+        if self.pending.is_empty() {
+            self.first_line = self.lines;
         }
         self.pending.push_str(line);
         // Only a line holding a `;` can end a statement.
         if line.contains(';') && ends_statement(&self.pending, dialect) {
-            return Some(std::mem::take(&mut self.pending));
+            return self.take();
         }
         None
     }
 
+    /// Skips a line that is not SQL (a backslash command between
+    /// statements), keeping the count of lines.
+    pub fn skip_line(&mut self) {
+        self.lines += 1;
+        self.pending.clear();
+    }
+
     /// What is left at the end of the script, if it holds anything.
-    pub fn finish(&mut self) -> Option<String> {
-        let rest = std::mem::take(&mut self.pending);
-        (!rest.trim().is_empty()).then_some(rest)
+    pub fn finish(&mut self) -> Option<ScriptChunk> {
+        if self.is_between_statements() {
+            self.pending.clear();
+            return None;
+        }
+        self.take()
+    }
+
+    fn take(&mut self) -> Option<ScriptChunk> {
+        Some(ScriptChunk {
+            text: std::mem::take(&mut self.pending),
+            first_line: self.first_line,
+        })
     }
 }
 
@@ -356,23 +430,28 @@ struct DataSuffix {
 }
 
 /// Byte offsets of the tokenizer's (line, column) locations, which count
-/// characters from 1.
+/// characters from 1 (lines from `first_line`, the line the text begins on).
 struct ByteOffsets<'a> {
     text: &'a str,
+    first_line: u64,
     line_starts: Vec<usize>,
 }
 
 impl<'a> ByteOffsets<'a> {
-    fn new(text: &'a str) -> Self {
+    fn new(text: &'a str, first_line: u64) -> Self {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
-        Self { text, line_starts }
+        Self {
+            text,
+            first_line,
+            line_starts,
+        }
     }
 
     fn of(&self, at: Location) -> usize {
         let Some(&line_start) = (at.line as usize)
-            .checked_sub(1)
+            .checked_sub(self.first_line.max(1) as usize)
             .and_then(|line| self.line_starts.get(line))
         else {
             return if at.line == 0 { 0 } else { self.text.len() };

@@ -487,6 +487,22 @@ fn bad_input_fails_with_a_clear_message_and_status() {
     );
 }
 
+#[test]
+fn script_errors_name_the_line_of_the_script() {
+    let dir = Dir::new();
+    dir.write(
+        "lines.sql",
+        "SELECT 1 AS a;\n-- two\n\nSELECT 'x;\ny' AS b,\n  (1 +) AS c;\nSELECT 2 AS d;\n",
+    );
+    let run = dir.dfmv(&["-q", "--format", "csv", "-f", "lines.sql"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.stdout, "a\n1\nd\n2\n");
+    assert_eq!(
+        run.stderr,
+        "Error: SQL error: ParserError(\"Expected: an expression, found: ) at Line: 6, Column: 7\")\n"
+    );
+}
+
 // ---- a statement's text is the user's bytes ---------------------------------------
 
 /// A string literal whose doubled quotes enclose what looks like statements.
@@ -889,34 +905,51 @@ fn adoption_reports_views_it_cannot_take() {
     ]);
     dir.write(
         "legacy/state.sql",
-        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'data/t.csv';\n",
+        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'data/t.csv';\n\
+         \n-- a view\nCREATE VIEW w AS SELEC 1;\n",
     );
     dir.write(
         "legacy/views/manifest.json",
         r#"{"views": {
-            "bad_sql": {"sql": "SELEC a FROM t", "parquet_path": "wrong.parquet"},
+            "bad_sql": {"sql": "SELECT a FRM t", "parquet_path": "wrong.parquet"},
             "no_path": {"sql": "SELECT a FROM t"},
+            "two": {"sql": "SELECT a FROM t; DROP TABLE t", "parquet_path": "wrong.parquet"},
             "wrong": {"sql": "SELECT a FROM t", "parquet_path": "wrong.parquet"}
         }}"#,
     );
     let run = dir.dfmv(&["-q", "adopt", "legacy"]);
     assert_eq!(run.code, 1, "{run:#?}");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines[0], "state.sql: 1 statement run");
-    assert!(
-        lines[1].starts_with("not adopted bad_sql: SQL error: ParserError"),
-        "{lines:?}"
+    // Syntax errors are located in the user's text: state.sql's line, and
+    // the column in the manifest's query.
+    assert_eq!(
+        lines[0],
+        "state.sql: SQL error: ParserError(\"Expected: SELECT, VALUES, or a subquery in the query body, found: SELEC at Line: 4, Column: 18\")"
     );
+    assert_eq!(lines[1], "state.sql: 1 statement run, 1 failed");
     assert_eq!(
         lines[2],
+        "not adopted bad_sql: SQL error: ParserError(\"Expected: end of statement, found: t at Line: 1, Column: 14\")"
+    );
+    assert_eq!(
+        lines[3],
         "not adopted no_path: no \"parquet_path\" in the manifest"
     );
+    assert_eq!(
+        lines[4],
+        "not adopted two: the query must be a single SELECT"
+    );
     assert!(
-        lines[3].starts_with("not adopted wrong: the columns of ")
-            && lines[3].contains("(other Int64) are not those of the view's query (a Int64)"),
+        lines[5].starts_with("not adopted wrong: the columns of ")
+            && lines[5].contains("(other Int64) are not those of the view's query (a Int64)"),
         "{lines:?}"
     );
-    assert_eq!(lines[4], "0 of 3 views adopted, 3 not adopted");
+    assert_eq!(lines[6], "0 of 4 views adopted, 4 not adopted");
+    // The second statement of "two" did not run.
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT a FROM t"]),
+        "a\n1\n"
+    );
     // Nothing half-adopted is left behind.
     assert_eq!(dir.ok(&["-q", "-c", "\\dm"]), "");
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
-use datafusion_matview::sql::{ScriptSplitter, Statement, parse_sql, parse_sql_with_text};
+use datafusion_matview::sql::{ScriptSplitter, Statement, parse_sql};
 
 /// xorshift64*: small, deterministic, and enough to explore.
 struct Rng(u64);
@@ -277,6 +277,7 @@ fn script(rng: &mut Rng, dialect: Dialect) -> String {
             ";;\n",
             " ;\n\n",
             "; -- done;\n",
+            ";\n\n-- between; statements\n\n",
         ]));
     }
     out
@@ -294,7 +295,17 @@ fn dfmv_statements(script: &str, dialect: &str) -> Vec<(Statement, String)> {
     chunks
         .iter()
         .flat_map(|chunk| {
-            parse_sql_with_text(chunk, dialect, 50)
+            // Each run is a slice of the script, beginning on its line.
+            let lines_before = script
+                .split_inclusive('\n')
+                .take(chunk.first_line as usize - 1);
+            let at: usize = lines_before.map(str::len).sum();
+            assert!(
+                script[at..].starts_with(&chunk.text),
+                "{chunk:?} of {script:?}"
+            );
+            chunk
+                .parse(dialect, 50)
                 .unwrap_or_else(|e| panic!("{e}\nin the run {chunk:?}\nof the script {script:?}"))
         })
         .collect()

@@ -16,7 +16,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::Token;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{
-    ScriptSplitter, Statement, parse_sql_with_text, quote_ident, tokenize_with_offsets,
+    ScriptSplitter, Statement, parse_sql, quote_ident, tokenize_with_offsets,
 };
 
 use crate::context;
@@ -183,7 +183,7 @@ async fn run_state(
                 None => break,
             },
         };
-        let statements = match parse_sql_with_text(&chunk, &dialect, recursion_limit) {
+        let statements = match chunk.parse(&dialect, recursion_limit) {
             Ok(statements) => statements,
             Err(e) => {
                 println!("state.sql: {e}");
@@ -324,6 +324,15 @@ pub async fn adopt(app: &App, dir: &Path, run_all: bool) -> Result<bool> {
                 .map(|s| s.trim().trim_end_matches(';').trim_end())
                 .filter(|s| !s.is_empty())
                 .ok_or("no \"sql\" in the manifest")?;
+            // Parsed here too, so a syntax error's columns count from the
+            // manifest's own text.
+            let (dialect, recursion_limit) = context::parser_settings(session.context());
+            let parsed = parse_sql(sql, &dialect, recursion_limit).map_err(|e| e.to_string())?;
+            if !matches!(parsed.as_slice(), [Statement::DataFusion(s)]
+                if matches!(s.as_ref(), DFStatement::Statement(q) if matches!(q.as_ref(), SQLStatement::Query(_))))
+            {
+                return Err("the query must be a single SELECT".to_owned());
+            }
             let path = view
                 .parquet_path
                 .as_deref()

@@ -24,7 +24,7 @@ use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use datafusion_matview::MatviewSession;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{
-    CreateMaterializedView, RefreshMaterializedView, ScriptSplitter, Statement,
+    CreateMaterializedView, RefreshMaterializedView, ScriptChunk, ScriptSplitter, Statement,
     parse_sql_with_text, quote_ident,
 };
 use futures::StreamExt;
@@ -115,6 +115,7 @@ pub async fn exec_lines(
             }
         }
         if splitter.is_between_statements() && line.trim_start().starts_with('\\') {
+            splitter.skip_line();
             match backslash(app, print_options, line.trim()).await {
                 Ok(Flow::Continue) => {}
                 Ok(Flow::Quit) => return ok,
@@ -127,15 +128,15 @@ pub async fn exec_lines(
         }
         // The dialect in force now: a statement of the script can change it.
         let (dialect, _) = context::parser_settings(app.session.context());
-        if let Some(sql) = splitter.push_line(&line, &dialect)
-            && let Err(e) = exec_sql(app, print_options, &sql).await
+        if let Some(chunk) = splitter.push_line(&line, &dialect)
+            && let Err(e) = exec_chunk(app, print_options, &chunk).await
         {
             eprintln!("Error: {e}");
             ok = false;
         }
     }
-    if let Some(sql) = splitter.finish()
-        && let Err(e) = exec_sql(app, print_options, &sql).await
+    if let Some(chunk) = splitter.finish()
+        && let Err(e) = exec_chunk(app, print_options, &chunk).await
     {
         eprintln!("Error: {e}");
         ok = false;
@@ -149,6 +150,16 @@ pub async fn exec_sql(app: &App, print_options: &PrintOptions, sql: &str) -> Res
     let (dialect, recursion_limit) = context::parser_settings(app.session.context());
     let statements = parse_sql_with_text(sql, &dialect, recursion_limit)?;
     for (statement, text) in statements {
+        exec_statement(app, print_options, statement, &text).await?;
+    }
+    Ok(())
+}
+
+/// [`exec_sql`] of statements read from a script (syntax errors name the
+/// script's line).
+async fn exec_chunk(app: &App, print_options: &PrintOptions, chunk: &ScriptChunk) -> Result<()> {
+    let (dialect, recursion_limit) = context::parser_settings(app.session.context());
+    for (statement, text) in chunk.parse(&dialect, recursion_limit)? {
         exec_statement(app, print_options, statement, &text).await?;
     }
     Ok(())
