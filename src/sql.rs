@@ -254,11 +254,14 @@ pub fn ends_statement(text: &str, dialect: &str) -> bool {
 }
 
 /// Splits a script read line by line into runs of whole statements, as
-/// `dfmv -f` reads files: a statement ends at the end of a line when that
-/// line leaves it complete (see [`ends_statement`]), so a `;` at the end
-/// of a line inside a string, a quoted identifier or a comment ends
-/// nothing. Between statements, lines starting with `--` or `#!` are
-/// skipped. Each run is the user's exact bytes, for [`parse_sql_with_text`].
+/// `dfmv -f` reads files: a statement ends at the end of a line with a `;`
+/// followed by nothing or a comment, when that line leaves it complete
+/// (see [`ends_statement`]), so a `;` at the end of a line inside a
+/// string, a quoted identifier or a comment ends nothing. Between
+/// statements, lines starting with `--` or `#!` are skipped. Each run is
+/// the user's exact bytes, for [`ScriptChunk::parse`]. A string left open
+/// takes the rest of the script into its statement, whose error is then
+/// reported: no part of a literal ever runs as a statement.
 #[derive(Debug, Default)]
 pub struct ScriptSplitter {
     pending: String,
@@ -266,6 +269,16 @@ pub struct ScriptSplitter {
     lines: u64,
     /// The line `pending` begins on.
     first_line: u64,
+}
+
+/// Whether a line can be the last of a statement: a `;` in it is followed
+/// by nothing or a comment. Only then is the statement tokenized (a long
+/// INSERT whose values hold `;` is not tokenized at every line).
+fn may_end_statement(line: &str) -> bool {
+    line.match_indices(';').any(|(at, _)| {
+        let rest = line[at + 1..].trim_start();
+        rest.is_empty() || rest.starts_with("--") || rest.starts_with("/*") || rest.starts_with('#')
+    })
 }
 
 /// Whole statements of a script, as [`ScriptSplitter`] yields them.
@@ -312,8 +325,7 @@ impl ScriptSplitter {
             self.first_line = self.lines;
         }
         self.pending.push_str(line);
-        // Only a line holding a `;` can end a statement.
-        if line.contains(';') && ends_statement(&self.pending, dialect) {
+        if may_end_statement(line) && ends_statement(&self.pending, dialect) {
             return self.take();
         }
         None
@@ -726,6 +738,32 @@ mod tests {
                 "CREATE MATERIALIZED VIEW w AS SELECT 1 WITH  DATA"
             ]
         );
+    }
+
+    #[test]
+    fn a_script_splits_at_lines_that_complete_a_statement() {
+        let script = "-- head; er\nSELECT 'a;\n' AS s;\n\n-- c;\n\nSELECT\n  1; -- one; two\nSELECT 2; /* ; */\n#! no\nSELECT $$;\n$$";
+        let mut splitter = ScriptSplitter::new();
+        let mut chunks = vec![];
+        for line in script.split_inclusive('\n') {
+            chunks.extend(splitter.push_line(line, "postgresql"));
+        }
+        chunks.extend(splitter.finish());
+        let chunk = |text: &str, first_line| ScriptChunk {
+            text: text.into(),
+            first_line,
+        };
+        assert_eq!(
+            chunks,
+            [
+                chunk("SELECT 'a;\n' AS s;\n", 2),
+                chunk("\nSELECT\n  1; -- one; two\n", 6),
+                chunk("SELECT 2; /* ; */\n", 9),
+                chunk("SELECT $$;\n$$", 11),
+            ]
+        );
+        assert!(may_end_statement("  1; -- x\n") && may_end_statement("x;/* y */"));
+        assert!(!may_end_statement("('a;b'),\n") && !may_end_statement("SELECT 1\n"));
     }
 
     #[test]
