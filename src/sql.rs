@@ -271,33 +271,6 @@ pub struct ScriptSplitter {
     first_line: u64,
 }
 
-/// Whether a line can be the last of a statement: a `;` in it is followed
-/// by nothing or a comment. Only then is the statement tokenized (a long
-/// INSERT whose values hold `;` is not tokenized at every line).
-fn may_end_statement(line: &str) -> bool {
-    line.match_indices(';').any(|(at, _)| {
-        let rest = line[at + 1..].trim_start();
-        rest.is_empty() || rest.starts_with("--") || rest.starts_with("/*") || rest.starts_with('#')
-    })
-}
-
-/// Whole statements of a script, as [`ScriptSplitter`] yields them.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScriptChunk {
-    /// The user's bytes.
-    pub text: String,
-    /// The line of the script the text begins on, from 1.
-    pub first_line: u64,
-}
-
-impl ScriptChunk {
-    /// [`parse_sql_with_text`] of the chunk, with the lines of error
-    /// locations counted from the start of the script.
-    pub fn parse(&self, dialect: &str, recursion_limit: usize) -> Result<Vec<(Statement, String)>> {
-        parse_from_line(&self.text, dialect, recursion_limit, self.first_line)
-    }
-}
-
 impl ScriptSplitter {
     /// A splitter between statements.
     pub fn new() -> Self {
@@ -352,6 +325,33 @@ impl ScriptSplitter {
             text: std::mem::take(&mut self.pending),
             first_line: self.first_line,
         })
+    }
+}
+
+/// Whether a line can be the last of a statement: a `;` in it is followed
+/// by nothing or a comment. Only then is the statement tokenized (a long
+/// INSERT whose values hold `;` is not tokenized at every line).
+fn may_end_statement(line: &str) -> bool {
+    line.match_indices(';').any(|(at, _)| {
+        let rest = line[at + 1..].trim_start();
+        rest.is_empty() || rest.starts_with("--") || rest.starts_with("/*") || rest.starts_with('#')
+    })
+}
+
+/// Whole statements of a script, as [`ScriptSplitter`] yields them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptChunk {
+    /// The user's bytes.
+    pub text: String,
+    /// The line of the script the text begins on, from 1.
+    pub first_line: u64,
+}
+
+impl ScriptChunk {
+    /// [`parse_sql_with_text`] of the chunk, with the lines of error
+    /// locations counted from the start of the script.
+    pub fn parse(&self, dialect: &str, recursion_limit: usize) -> Result<Vec<(Statement, String)>> {
+        parse_from_line(&self.text, dialect, recursion_limit, self.first_line)
     }
 }
 

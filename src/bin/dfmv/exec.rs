@@ -467,6 +467,9 @@ pub async fn backslash(app: &App, print_options: &mut PrintOptions, line: &str) 
             }
         }
         ("i", None) => return Err("Required filename argument is missing".into()),
+        ("adopt", Some("--run-all")) | ("adopt", None) => {
+            return Err("Required folder argument is missing".into());
+        }
         ("adopt", Some(arg)) => {
             let (run_all, dir) = match arg.strip_prefix("--run-all ") {
                 Some(dir) => (true, dir),
@@ -477,7 +480,6 @@ pub async fn backslash(app: &App, print_options: &mut PrintOptions, line: &str) 
                 return Err(format!("not everything in {} was adopted", dir.display()).into());
             }
         }
-        ("adopt", None) => return Err("Required folder argument is missing".into()),
         ("?", None) => {
             let batch = help();
             print_batches(app, print_options, batch.schema(), &[batch], started)?;
