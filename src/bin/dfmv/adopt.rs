@@ -2,10 +2,13 @@
 //! that creates the source tables and a `views/manifest.json` that lists
 //! each view's query and the Parquet data it was last computed into.
 //!
-//! state.sql runs first (so its tables are remembered by the catalog,
-//! with relative LOCATIONs made absolute); then every view becomes a
+//! What state.sql defines runs first (CREATE EXTERNAL TABLE, CREATE VIEW
+//! and SET, read as `dfmv -f` reads a script; the rest only with
+//! `--run-all`), so its tables are remembered by the catalog, with
+//! relative LOCATIONs made absolute; then every view becomes a
 //! materialized view whose first snapshot is a copy of its Parquet data,
-//! after the library has checked the columns. Each view is reported as
+//! after the library has checked the columns. Its freshness is unknown
+//! until its first REFRESH, which is full. Each view is reported as
 //! adopted or not, and why.
 
 use std::path::{Path, PathBuf};
