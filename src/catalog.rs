@@ -30,15 +30,16 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::execution::object_store::ObjectStoreUrl;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{Error, Result};
 use crate::spec::{
-    MANIFEST_FORMAT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SnapshotMarker,
-    ViewEntry,
+    MANIFEST_FORMAT, META_SNAPSHOT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER,
+    SnapshotMarker, ViewEntry, is_snapshot_file_name, is_snapshot_id,
 };
 
 /// How many versions the latest-version pointer may lag before a reader
@@ -246,6 +247,7 @@ impl Catalog {
             format_version: MANIFEST_FORMAT,
             version: versions.last().map_or(1, |(v, _)| v + 1),
             committed_at: Utc::now(),
+            commit_id: uuid::Uuid::new_v4().simple().to_string(),
             views: newest.into_values().collect(),
             retired: vec![],
             relations,
@@ -501,12 +503,21 @@ impl Catalog {
     /// and must check its own preconditions there (it is re-run against the
     /// newer version when another writer commits first). Returns what
     /// `change` returned and the committed version.
+    ///
+    /// Every commit carries a fresh identity ([`Manifest::commit_id`]).
+    /// When the conditional put fails with anything but `AlreadyExists` (a
+    /// timeout, a 5xx after the store kept the object), the version is
+    /// read back: if it is this commit's, the commit succeeded; if another
+    /// writer's, the change is re-applied on top of it; if it cannot be
+    /// read, [`Error::CommitOutcomeUnknown`] says the commit may have
+    /// landed. See [`Error::commit_rejected`] for what a caller may delete.
     pub async fn commit<T>(
         &self,
         mut change: impl FnMut(&mut Manifest) -> Result<T>,
     ) -> Result<(T, Arc<Manifest>)> {
         let mut base = self.reload().await?;
         let forgotten = self.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
+        let commit_id = uuid::Uuid::new_v4().simple().to_string();
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let mut next = (*base).clone();
             let out = change(&mut next)?;
@@ -515,11 +526,13 @@ impl Catalog {
             next.format_version = MANIFEST_FORMAT;
             next.version = base.version + 1;
             next.committed_at = Utc::now();
+            next.commit_id = commit_id.clone();
             for retired in next.retired.iter_mut().filter(|r| r.retired_at.is_none()) {
                 retired.retired_at = Some(next.committed_at);
             }
+            let path = self.version_path(next.version);
             let json = serde_json::to_vec(&next).map_err(|e| Error::CorruptManifest {
-                path: self.version_path(next.version).to_string(),
+                path: path.to_string(),
                 reason: e.to_string(),
             })?;
             let opts = PutOptions {
@@ -527,33 +540,48 @@ impl Catalog {
                 ..Default::default()
             };
             let put_at = Instant::now();
-            match self
+            let put = self
                 .store
-                .put_opts(
-                    &self.version_path(next.version),
-                    PutPayload::from(json),
-                    opts,
-                )
-                .await
-            {
-                Ok(_) => {
-                    let next = Arc::new(next);
-                    self.install(Arc::clone(&next));
-                    self.confirm(put_at);
-                    if let Ok(mut pending) = self.forgotten.lock() {
-                        pending.retain(|r| !forgotten.contains(r));
+                .put_opts(&path, PutPayload::from(json), opts)
+                .await;
+            let landed = match put {
+                Ok(_) => true,
+                Err(e) => {
+                    let lost_race = matches!(e, object_store::Error::AlreadyExists { .. });
+                    match self.commit_id_of(next.version).await {
+                        Ok(Some(id)) => id == commit_id,
+                        // Another writer's version, or none after losing a
+                        // race (it was cleaned up since): reload and retry.
+                        Ok(None) if lost_race => false,
+                        // Nothing there after a failed put: it did not
+                        // land, and the error is the put's.
+                        Ok(None) => return Err(e.into()),
+                        Err(read) if lost_race => return Err(read),
+                        Err(read) => {
+                            log::warn!("could not read back version {}: {read}", next.version);
+                            return Err(Error::CommitOutcomeUnknown {
+                                catalog: self.location.clone(),
+                                version: next.version,
+                                source: Box::new(Error::ObjectStore(e)),
+                            });
+                        }
                     }
-                    // Its predecessor may be deleted once it is older than
-                    // the window.
-                    self.schedule_log_sweep(self.expiry(next.committed_at));
-                    self.write_pointer(next.version);
-                    return Ok((out, next));
                 }
-                Err(object_store::Error::AlreadyExists { .. }) => {
-                    base = self.reload().await?;
-                }
-                Err(e) => return Err(e.into()),
+            };
+            if !landed {
+                base = self.reload().await?;
+                continue;
             }
+            let next = Arc::new(next);
+            self.install(Arc::clone(&next));
+            self.confirm(put_at);
+            if let Ok(mut pending) = self.forgotten.lock() {
+                pending.retain(|r| !forgotten.contains(r));
+            }
+            // Its predecessor may be deleted once it is older than the window.
+            self.schedule_log_sweep(self.expiry(next.committed_at));
+            self.write_pointer(next.version);
+            return Ok((out, next));
         }
         Err(Error::TooManyRetries {
             catalog: self.location.clone(),
@@ -561,13 +589,43 @@ impl Catalog {
         })
     }
 
-    /// Deletes every object under a directory relative to the root
-    /// (used to discard data written by a refresh that did not commit).
+    /// The commit identity of `version`, or `None` when it does not exist.
+    async fn commit_id_of(&self, version: u64) -> Result<Option<String>> {
+        match self.read_version(version).await {
+            Ok(manifest) => Ok(Some(manifest.commit_id)),
+            Err(Error::ObjectStore(object_store::Error::NotFound { .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Deletes the files this catalog wrote into the snapshot directory
+    /// `relative` (data files and the marker, directly inside it), used to
+    /// discard data of a refresh that did not commit and of an expired
+    /// snapshot. Anything else found there is left alone, and so is a
+    /// directory whose name is not a snapshot id.
     pub async fn delete_dir(&self, relative: &str) -> Result<usize> {
+        let is_snapshot_dir = relative
+            .rsplit_once('/')
+            .is_some_and(|(_, id)| is_snapshot_id(id));
+        if !is_snapshot_dir {
+            return Ok(0);
+        }
         let prefix = self.path(relative);
         let paths: Vec<Path> = self
             .store
             .list(Some(&prefix))
+            .try_filter(|m| {
+                let ours = m
+                    .location
+                    .prefix_match(&prefix)
+                    .map(|rest| rest.collect::<Vec<_>>())
+                    .is_some_and(|rest| {
+                        matches!(rest.as_slice(), [file]
+                            if is_snapshot_file_name(file.as_ref())
+                                || is_staged_data_file(file.as_ref()))
+                    });
+                futures::future::ready(ours)
+            })
             .map_ok(|m| m.location)
             .try_collect()
             .await?;
@@ -578,6 +636,84 @@ impl Catalog {
             }
         }
         Ok(paths.len())
+    }
+
+    /// Files a writer that failed before committing left behind, older
+    /// than `cutoff`. Only what the catalog provably wrote is a candidate:
+    /// files of the shapes it writes (`<view folder>/<snapshot id>/` then a
+    /// data file, the marker, or a local store's staging file of a data
+    /// file) in a snapshot directory no version references, whose marker
+    /// or first data file names that snapshot (the key-value metadata every
+    /// data file carries). Anything else under the root, however old, is
+    /// not the catalog's and is never touched.
+    async fn orphans(&self, manifest: &Manifest, cutoff: DateTime<Utc>) -> Result<Vec<Path>> {
+        let known = manifest.known_snapshot_dirs();
+        let log = self.path("_matview");
+        let objects: Vec<ObjectMeta> = self.store.list(Some(&self.root)).try_collect().await?;
+        // Candidate files by snapshot directory.
+        let mut dirs: BTreeMap<String, Vec<ObjectMeta>> = BTreeMap::new();
+        for meta in objects {
+            if meta.last_modified > cutoff || meta.location.prefix_match(&log).is_some() {
+                continue;
+            }
+            let Some(relative) = self.relative(&meta.location) else {
+                continue;
+            };
+            let Some((dir, file)) = relative.rsplit_once('/') else {
+                continue;
+            };
+            let Some((view_dir, id)) = dir.rsplit_once('/') else {
+                continue;
+            };
+            // `<schema>/<view>`, or `<catalog>/<schema>/<view>`.
+            let view_depth = view_dir.split('/').count();
+            if (2..=3).contains(&view_depth)
+                && is_snapshot_id(id)
+                && (is_snapshot_file_name(file) || is_staged_data_file(file))
+                && !known.contains(dir)
+            {
+                dirs.entry(dir.to_owned()).or_default().push(meta);
+            }
+        }
+        let mut orphans = vec![];
+        for (dir, files) in dirs {
+            let id = dir.rsplit_once('/').map_or("", |(_, id)| id);
+            if self.names_snapshot(&files, id).await {
+                orphans.extend(files.into_iter().map(|m| m.location));
+            }
+        }
+        Ok(orphans)
+    }
+
+    /// Whether the marker among `files`, else the first complete data file,
+    /// says it belongs to snapshot `id`.
+    async fn names_snapshot(&self, files: &[ObjectMeta], id: &str) -> bool {
+        let name = |m: &ObjectMeta| m.location.filename().unwrap_or_default().to_owned();
+        if let Some(marker) = files.iter().find(|m| name(m) == SNAPSHOT_MARKER) {
+            let Ok(got) = self.store.get(&marker.location).await else {
+                return false;
+            };
+            let Ok(bytes) = got.bytes().await else {
+                return false;
+            };
+            return serde_json::from_slice::<SnapshotMarker>(&bytes)
+                .is_ok_and(|m| m.snapshot.id == id);
+        }
+        let Some(data) = files.iter().find(|m| is_snapshot_file_name(&name(m))) else {
+            return false;
+        };
+        match DFParquetMetadata::new(self.store.as_ref(), data)
+            .fetch_metadata()
+            .await
+        {
+            Ok(footer) => footer
+                .file_metadata()
+                .key_value_metadata()
+                .into_iter()
+                .flatten()
+                .any(|kv| kv.key == META_SNAPSHOT && kv.value.as_deref() == Some(id)),
+            Err(_) => false,
+        }
     }
 
     /// Removes what no reader may still need, reading only the latest
@@ -591,7 +727,11 @@ impl Catalog {
     ///   (see [`Self::reload`]);
     /// - with [`Sweep::Full`], also files no version references at all (left
     ///   by a writer that failed before committing), once they are older
-    ///   than the window, so a refresh still writing is never cut off.
+    ///   than the window, so a refresh still writing is never cut off; only
+    ///   in the folders of views the catalog knows, and only files of the
+    ///   shape it writes in snapshot directories that prove to be its own
+    ///   (see [`Self::orphans`]): a catalog rooted at a folder that holds
+    ///   other data never touches it.
     ///
     /// With [`Sweep::Quick`] the entries of deleted files leave the
     /// manifest with the next commit rather than with a commit of their
@@ -667,23 +807,8 @@ impl Catalog {
 
         if sweep == Sweep::Full {
             let latest = self.reload().await?;
-            let known = latest.known_snapshot_dirs();
-            let log = self.path("_matview");
-            let objects: Vec<_> = self.store.list(Some(&self.root)).try_collect().await?;
-            for meta in objects {
-                if meta.location.prefix_match(&log).is_some() || meta.last_modified > cutoff {
-                    continue;
-                }
-                let Some(relative) = self.relative(&meta.location) else {
-                    continue;
-                };
-                let Some((dir, _file)) = relative.rsplit_once('/') else {
-                    continue;
-                };
-                if known.contains(dir) {
-                    continue;
-                }
-                match self.store.delete(&meta.location).await {
+            for orphan in self.orphans(&latest, cutoff).await? {
+                match self.store.delete(&orphan).await {
                     Ok(()) => report.files_deleted += 1,
                     Err(object_store::Error::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
@@ -767,14 +892,27 @@ impl Catalog {
     }
 }
 
+/// Whether `name` is the staging file a local store writes a data file
+/// through (`part-00000.parquet#3`), left behind when the writer dies.
+fn is_staged_data_file(name: &str) -> bool {
+    name.rsplit_once('#').is_some_and(|(file, n)| {
+        is_snapshot_file_name(file)
+            && file != SNAPSHOT_MARKER
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// Content of `_matview/_latest.json`.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct LatestPointer {
     version: u64,
 }
 
-/// Parses and checks one manifest file.
-fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Manifest> {
+/// Parses and checks one manifest file (`path` names it in errors): a
+/// newer format than this build reads, bytes that are not a manifest, and a
+/// version that is not the one its name says are typed errors.
+pub fn parse_manifest(path: &Path, bytes: &[u8], expected_version: u64) -> Result<Manifest> {
     #[derive(serde::Deserialize)]
     struct FormatOnly {
         format_version: u32,
@@ -830,6 +968,57 @@ mod tests {
         let ((), m) = b.commit(|_| Ok(())).await.unwrap();
         assert_eq!(m.version, 2);
         assert_eq!(a.reload().await.unwrap().version, 2);
+    }
+
+    #[tokio::test]
+    async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
+        use crate::testing::{Fault, FaultAction, InstrumentedStore};
+        let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let store = Arc::new(InstrumentedStore::new(Arc::clone(&memory)));
+        let c = catalog(
+            Arc::clone(&store) as Arc<dyn ObjectStore>,
+            DEFAULT_RETENTION,
+        )
+        .await;
+        c.commit(|_| Ok(())).await.unwrap();
+        c.settle_pointer().await;
+        // The put of version 2 reaches the store, then reports an error (a
+        // timeout after S3 kept the object): read back, it is this commit's.
+        store.set_fault(Some(Fault {
+            at_write: 1,
+            after: true,
+            action: FaultAction::Error,
+        }));
+        let (runs, m) = c.commit(|_| Ok(1)).await.unwrap();
+        assert_eq!((runs, m.version), (1, 2));
+        let reader = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
+        assert_eq!(reader.current().commit_id, m.commit_id);
+        assert_eq!(reader.current().version, 2);
+        c.settle_pointer().await;
+        // A put that fails before reaching the store: the error is the
+        // put's, and it does not prove the commit was rejected (the caller
+        // keeps its files for the orphan sweep).
+        store.set_fault(Some(Fault {
+            at_write: 1,
+            after: false,
+            action: FaultAction::Error,
+        }));
+        let err = c.commit(|_| Ok(())).await.unwrap_err();
+        assert!(err.to_string().contains("injected failure"), "{err}");
+        assert!(!err.commit_rejected());
+        assert_eq!(reader.reload().await.unwrap().version, 2);
+        // A precondition that fails does prove it.
+        store.set_fault(None);
+        let err = c
+            .commit(|_| -> Result<()> {
+                Err(Error::CommitConflict {
+                    name: "v".into(),
+                    reason: "test".into(),
+                })
+            })
+            .await
+            .unwrap_err();
+        assert!(err.commit_rejected());
     }
 
     #[tokio::test]
@@ -963,16 +1152,51 @@ mod tests {
         );
     }
 
+    /// A one-row Parquet file whose key-value metadata names `snapshot`,
+    /// as the catalog's writers leave it.
+    fn parquet_of_snapshot(snapshot: &str) -> Vec<u8> {
+        use datafusion::arrow::array::{Int64Array, RecordBatch};
+        use datafusion::arrow::datatypes::{DataType, Field, Schema};
+        use datafusion::parquet::arrow::ArrowWriter;
+        use datafusion::parquet::file::metadata::KeyValue;
+        use datafusion::parquet::file::properties::WriterProperties;
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+        let batch = RecordBatch::try_new(
+            Arc::clone(&schema),
+            vec![Arc::new(Int64Array::from(vec![1]))],
+        )
+        .unwrap();
+        let props = WriterProperties::builder()
+            .set_key_value_metadata(Some(vec![KeyValue::new(
+                META_SNAPSHOT.to_owned(),
+                snapshot.to_owned(),
+            )]))
+            .build();
+        let mut bytes = vec![];
+        let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props)).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        bytes
+    }
+
     #[tokio::test]
     async fn cleanup_keeps_the_latest_version_and_live_files() {
+        const S1: &str = "11111111111111111111111111111111";
+        const S2: &str = "22222222222222222222222222222222";
         let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let c = catalog(Arc::clone(&store), Duration::ZERO).await;
         store
-            .put(&c.path("public/v/s1/a.parquet"), PutPayload::from("x"))
+            .put(
+                &c.path("public/v/11111111111111111111111111111111/a.parquet"),
+                PutPayload::from("x"),
+            )
             .await
             .unwrap();
         store
-            .put(&c.path("public/v/s2/b.parquet"), PutPayload::from("y"))
+            .put(
+                &c.path("public/v/22222222222222222222222222222222/b.parquet"),
+                PutPayload::from("y"),
+            )
             .await
             .unwrap();
         let name = crate::spec::QualifiedName::new("datafusion", "public", "v");
@@ -1008,20 +1232,57 @@ mod tests {
             }),
         };
         c.commit(|m| {
-            m.upsert(entry("s1", "public/v/s1/a.parquet"));
+            m.upsert(entry(
+                S1,
+                "public/v/11111111111111111111111111111111/a.parquet",
+            ));
             Ok(())
         })
         .await
         .unwrap();
         c.commit(|m| {
-            m.upsert(entry("s2", "public/v/s2/b.parquet"));
+            m.upsert(entry(
+                S2,
+                "public/v/22222222222222222222222222222222/b.parquet",
+            ));
             Ok(())
         })
         .await
         .unwrap();
-        // A file no version references, as a crashed writer leaves it.
+        // What the catalog did not write, inside and around a view's
+        // folder: never deleted, however old.
+        let strangers = [
+            "other/data.txt",
+            "public/stranger/x.parquet",
+            "public/stranger/99999999999999999999999999999999/part-00000.parquet",
+            "public/v/notes.txt",
+            "public/v/x.parquet",
+            "public/v/not-a-snapshot/part-00000.parquet",
+            "public/v/99999999999999999999999999999999/notes.txt",
+            "public/v/99999999999999999999999999999999/sub/part-00000.parquet",
+            "_matview/notes.txt",
+        ];
+        for stranger in strangers {
+            store
+                .put(&c.path(stranger), PutPayload::from("mine"))
+                .await
+                .unwrap();
+        }
+        // A file no version references, as a crashed writer leaves it: its
+        // footer names its snapshot.
         store
-            .put(&c.path("public/v/s9/orphan.parquet"), PutPayload::from("z"))
+            .put(
+                &c.path("public/v/99999999999999999999999999999999/orphan.parquet"),
+                PutPayload::from(parquet_of_snapshot("99999999999999999999999999999999")),
+            )
+            .await
+            .unwrap();
+        // A Parquet file of the right shape that is not the catalog's.
+        store
+            .put(
+                &c.path("public/v/88888888888888888888888888888888/part-00000.parquet"),
+                PutPayload::from(parquet_of_snapshot("someone else's")),
+            )
             .await
             .unwrap();
         let report = c.cleanup(Sweep::Quick).await.unwrap();
@@ -1033,8 +1294,18 @@ mod tests {
                 files_deleted: 1
             }
         );
-        assert!(store.head(&c.path("public/v/s2/b.parquet")).await.is_ok());
-        assert!(store.head(&c.path("public/v/s1/a.parquet")).await.is_err());
+        assert!(
+            store
+                .head(&c.path("public/v/22222222222222222222222222222222/b.parquet"))
+                .await
+                .is_ok()
+        );
+        assert!(
+            store
+                .head(&c.path("public/v/11111111111111111111111111111111/a.parquet"))
+                .await
+                .is_err()
+        );
         // The entry of the deleted files leaves with the next commit; a
         // second cleanup does not delete them again.
         assert_eq!(c.current().retired.len(), 1);
@@ -1049,7 +1320,7 @@ mod tests {
         assert_eq!(again.current().version, 3);
         assert!(
             store
-                .head(&c.path("public/v/s9/orphan.parquet"))
+                .head(&c.path("public/v/99999999999999999999999999999999/orphan.parquet"))
                 .await
                 .is_ok()
         );
@@ -1061,10 +1332,21 @@ mod tests {
                 files_deleted: 1
             }
         );
-        assert!(store.head(&c.path("public/v/s2/b.parquet")).await.is_ok());
+        assert!(
+            store
+                .head(&c.path("public/v/22222222222222222222222222222222/b.parquet"))
+                .await
+                .is_ok()
+        );
         assert_eq!(
             c.cleanup(Sweep::Full).await.unwrap(),
             CleanupReport::default()
         );
+        for stranger in strangers
+            .iter()
+            .chain(&["public/v/88888888888888888888888888888888/part-00000.parquet"])
+        {
+            assert!(store.head(&c.path(stranger)).await.is_ok(), "{stranger}");
+        }
     }
 }

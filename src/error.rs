@@ -165,6 +165,21 @@ pub enum Error {
         attempts: usize,
     },
 
+    /// The conditional put of a manifest version failed, and reading the
+    /// version back could not tell whether it landed. The new data files
+    /// are kept (a later VACUUM removes them if the commit did not land).
+    #[error(
+        "the commit of version {version} to catalog {catalog} may have landed: {source}\nHINT: Check with SHOW MATERIALIZED VIEWS before retrying the statement."
+    )]
+    CommitOutcomeUnknown {
+        /// Catalog URL.
+        catalog: String,
+        /// The version it tried to write.
+        version: u64,
+        /// What failed.
+        source: Box<Error>,
+    },
+
     /// A manifest file could not be read.
     #[error(
         "manifest {path} is unreadable: {reason}\nHINT: Restore the file from a backup or remove it to fall back to the previous version."
@@ -246,6 +261,19 @@ pub enum Error {
 }
 
 impl Error {
+    /// Whether this error, returned by [`crate::Catalog::commit`], proves
+    /// that the commit did not land: a precondition failed, or every
+    /// attempt lost its race to another writer. Only then may the caller
+    /// delete the files it wrote for the commit; after any other failure
+    /// the outcome may be unknown, and they are left to the orphan sweep.
+    pub fn commit_rejected(&self) -> bool {
+        match self {
+            Error::RefreshFailed { source, .. } => source.commit_rejected(),
+            Error::ObjectStore(_) | Error::CommitOutcomeUnknown { .. } => false,
+            _ => true,
+        }
+    }
+
     /// Wraps this error for returning from a DataFusion trait method.
     pub fn into_datafusion(self) -> DataFusionError {
         match self {

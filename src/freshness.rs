@@ -3,20 +3,27 @@
 //!
 //! At every refresh the fingerprint of each source is recorded with the
 //! snapshot: a file-backed table's files (path, size, e-tag or
-//! last-modified) from a listing; a materialized view's snapshot id; a plain
-//! view's sources, recursively. Sources that cannot be fingerprinted
+//! last-modified) from a listing, and a digest of its definition; a
+//! materialized view's definition id and snapshot id; a plain view's plan
+//! digest and its sources, recursively. A redefinition anywhere on the
+//! path is therefore a change, even when no file changed. Sources that cannot be fingerprinted
 //! (in-memory tables, custom providers) make freshness `unknown`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use datafusion::catalog::CatalogProviderList;
-use datafusion::datasource::TableType;
+use datafusion::common::config::{ConfigField, Visit};
+use datafusion::datasource::file_format::csv::CsvFormat;
+use datafusion::datasource::file_format::json::JsonFormat;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::ListingTable;
+use datafusion::datasource::{TableProvider, TableType};
 use datafusion::execution::SessionState;
 use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use object_store::{ObjectMeta, ObjectStoreExt};
+use sha2::{Digest, Sha256};
 
 use crate::error::Result;
 use crate::resolve::{registered, sources_of};
@@ -119,6 +126,7 @@ impl<'a> Fingerprinter<'a> {
         Box::pin(async move {
             if let Some(view) = self.manifest.view(name) {
                 return Ok(Fingerprint::Snapshot {
+                    definition: view.id.clone(),
                     id: view.snapshot.as_ref().map(|s| s.id.clone()),
                     files: view
                         .snapshot
@@ -138,7 +146,11 @@ impl<'a> Fingerprinter<'a> {
             if let Some(listing) =
                 (table.as_ref() as &dyn std::any::Any).downcast_ref::<ListingTable>()
             {
-                return self.list(listing).await;
+                let files = self.list(listing).await?;
+                return Ok(Fingerprint::Files {
+                    files,
+                    definition: listing_definition(listing),
+                });
             }
             if table.table_type() == TableType::View
                 && depth < MAX_DEPTH
@@ -160,7 +172,13 @@ impl<'a> Fingerprinter<'a> {
                         fingerprint,
                     });
                 }
-                return Ok(Fingerprint::View { sources });
+                return Ok(Fingerprint::View {
+                    sources,
+                    definition: digest(&format!(
+                        "{catalog}\n{schema}\n{}",
+                        plan.display_indent_schema()
+                    )),
+                });
             }
             Ok(Fingerprint::Unknown)
         })
@@ -168,7 +186,7 @@ impl<'a> Fingerprinter<'a> {
 
     /// A file-backed table's files, listed now (not from DataFusion's
     /// listing cache).
-    async fn list(&self, table: &ListingTable) -> Result<Fingerprint> {
+    async fn list(&self, table: &ListingTable) -> Result<Vec<FileFingerprint>> {
         let extension = &table.options().file_extension;
         let ignore_subdirectory = self
             .state
@@ -207,8 +225,79 @@ impl<'a> Fingerprinter<'a> {
         }
         files.sort();
         files.dedup();
-        Ok(Fingerprint::Files { files })
+        Ok(files)
     }
+}
+
+/// A digest of what defines a listing table apart from its files: where
+/// and how it reads (format, every format option, file extension), its
+/// schema, partition columns and declared sort order. Option maps are
+/// sorted, so the same definition gives the same digest in every process.
+fn listing_definition(table: &ListingTable) -> String {
+    let options = table.options();
+    let format = options.format.as_ref() as &dyn std::any::Any;
+    let mut settings = Settings::default();
+    if let Some(csv) = format.downcast_ref::<CsvFormat>() {
+        csv.options().visit(&mut settings, "csv", "");
+    } else if let Some(parquet) = format.downcast_ref::<ParquetFormat>() {
+        parquet.options().visit(&mut settings, "parquet", "");
+    } else if let Some(json) = format.downcast_ref::<JsonFormat>() {
+        json.options().visit(&mut settings, "json", "");
+    } else {
+        // Other formats: their debug form is all that is known of them.
+        settings
+            .0
+            .insert("format".into(), format!("{:?}", options.format));
+    }
+    let mut text = String::new();
+    let paths: Vec<&str> = table.table_paths().iter().map(|p| p.as_str()).collect();
+    text.push_str(&format!("paths {paths:?}\n"));
+    text.push_str(&format!(
+        "format {} extension {:?}\n",
+        options.format.get_ext(),
+        options.file_extension
+    ));
+    for (key, value) in &settings.0 {
+        text.push_str(&format!("{key}={value}\n"));
+    }
+    for field in TableProvider::schema(table).fields() {
+        text.push_str(&format!(
+            "column {:?} {} {}\n",
+            field.name(),
+            field.data_type(),
+            field.is_nullable()
+        ));
+    }
+    for (name, data_type) in &options.table_partition_cols {
+        text.push_str(&format!("partition {name:?} {data_type}\n"));
+    }
+    for order in &options.file_sort_order {
+        let exprs: Vec<String> = order.iter().map(|e| e.to_string()).collect();
+        text.push_str(&format!("order {}\n", exprs.join(", ")));
+    }
+    digest(&text)
+}
+
+/// Option values collected by key, in key order.
+#[derive(Default)]
+struct Settings(BTreeMap<String, String>);
+
+impl Visit for Settings {
+    fn some<V: std::fmt::Display>(&mut self, key: &str, value: V, _: &'static str) {
+        self.0.insert(key.to_owned(), value.to_string());
+    }
+
+    fn none(&mut self, key: &str, _: &'static str) {
+        self.0.insert(key.to_owned(), "(none)".into());
+    }
+}
+
+/// A short, stable digest of `text` (hex of SHA-256's first 16 bytes).
+fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes())[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Compares the fingerprints recorded at the last refresh with today's.
@@ -256,6 +345,7 @@ mod tests {
                     version: "1".into(),
                 })
                 .collect(),
+            definition: "csv".into(),
         }
     }
 
@@ -273,6 +363,7 @@ mod tests {
             source(
                 "m",
                 Fingerprint::Snapshot {
+                    definition: "m1".into(),
                     id: Some("s1".into()),
                     files: vec![],
                 },
@@ -293,6 +384,7 @@ mod tests {
             "v",
             Fingerprint::View {
                 sources: memory.to_vec(),
+                definition: "select".into(),
             },
         )];
         assert!(matches!(

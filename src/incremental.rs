@@ -390,10 +390,24 @@ fn leaves<'a>(
 ) {
     for source in sources {
         match &source.fingerprint {
-            Fingerprint::View { sources } => leaves(sources, out),
+            Fingerprint::View { sources, .. } => leaves(sources, out),
             fingerprint => {
                 out.insert(&source.name, fingerprint);
             }
+        }
+    }
+}
+
+/// Every relation on the paths under `sources` (plain views, what they
+/// read, and so on), with its definition digest or id.
+fn definitions<'a>(
+    sources: &'a [SourceFingerprint],
+    out: &mut BTreeMap<&'a QualifiedName, Option<&'a str>>,
+) {
+    for source in sources {
+        out.insert(&source.name, source.fingerprint.definition());
+        if let Fingerprint::View { sources, .. } = &source.fingerprint {
+            definitions(sources, out);
         }
     }
 }
@@ -406,7 +420,7 @@ pub(crate) fn only_table(
     let mut tables = BTreeMap::new();
     leaves(sources, &mut tables);
     match tables.into_iter().collect::<Vec<_>>().as_slice() {
-        [(name, Fingerprint::Files { files })] => Some((*name, files.as_slice())),
+        [(name, Fingerprint::Files { files, .. })] => Some((*name, files.as_slice())),
         _ => None,
     }
 }
@@ -419,6 +433,25 @@ pub(crate) fn changed_table<'a>(
     now: &'a [SourceFingerprint],
     display: impl Fn(&QualifiedName) -> String,
 ) -> std::result::Result<Change<'a>, String> {
+    // Computing only what changed is sound only over the same definitions:
+    // a redefined relation anywhere on the path changes every row.
+    let (mut then, mut current) = (BTreeMap::new(), BTreeMap::new());
+    definitions(recorded, &mut then);
+    definitions(now, &mut current);
+    for (name, definition) in &current {
+        match then.get(name) {
+            Some(Some("")) => {
+                return Err(format!(
+                    "the definition of {} was not recorded at the last refresh",
+                    display(name)
+                ));
+            }
+            Some(recorded) if recorded != definition => {
+                return Err(format!("{} was redefined", display(name)));
+            }
+            _ => {}
+        }
+    }
     let (mut then, mut current) = (BTreeMap::new(), BTreeMap::new());
     leaves(recorded, &mut then);
     leaves(now, &mut current);
@@ -437,22 +470,25 @@ pub(crate) fn changed_table<'a>(
         }
     };
     match (then.get(name), current.get(name)) {
-        (Some(Fingerprint::Files { files: before }), Some(Fingerprint::Files { files: after })) => {
-            Ok(Change {
-                name: name.clone(),
-                before,
-                after,
-                only_source: current.len() == 1,
-            })
-        }
+        (
+            Some(Fingerprint::Files { files: before, .. }),
+            Some(Fingerprint::Files { files: after, .. }),
+        ) => Ok(Change {
+            name: name.clone(),
+            before,
+            after,
+            only_source: current.len() == 1,
+        }),
         (
             Some(Fingerprint::Snapshot {
                 id: Some(_),
                 files: before,
+                ..
             }),
             Some(Fingerprint::Snapshot {
                 id: Some(_),
                 files: after,
+                ..
             }),
         ) => Ok(Change {
             name: name.clone(),
@@ -1057,6 +1093,7 @@ mod tests {
     fn the_one_changed_table_is_found_through_plain_views() {
         let files = |n: usize| Fingerprint::Files {
             files: (0..n).map(|i| file(&format!("f{i}"), 1)).collect(),
+            definition: "csv".into(),
         };
         let then = [
             source("dim", files(1)),
@@ -1064,6 +1101,7 @@ mod tests {
                 "v",
                 Fingerprint::View {
                     sources: vec![source("t", files(2))],
+                    definition: "select".into(),
                 },
             ),
         ];
@@ -1073,6 +1111,7 @@ mod tests {
                 "v",
                 Fingerprint::View {
                     sources: vec![source("t", files(3))],
+                    definition: "select".into(),
                 },
             ),
         ];
@@ -1095,6 +1134,7 @@ mod tests {
         let refreshed = [source(
             "m",
             Fingerprint::Snapshot {
+                definition: "m1".into(),
                 id: Some("b".into()),
                 files: vec![file("m/a/1", 1), file("m/b/2", 1)],
             },
@@ -1102,6 +1142,7 @@ mod tests {
         let before = [source(
             "m",
             Fingerprint::Snapshot {
+                definition: "m1".into(),
                 id: Some("a".into()),
                 files: vec![file("m/a/1", 1)],
             },
@@ -1112,6 +1153,7 @@ mod tests {
         let emptied = [source(
             "m",
             Fingerprint::Snapshot {
+                definition: "m1".into(),
                 id: None,
                 files: vec![],
             },
@@ -1119,6 +1161,42 @@ mod tests {
         assert_eq!(
             changed_table(&before, &emptied, show).unwrap_err(),
             "m is a materialized view that was emptied or populated"
+        );
+    }
+
+    #[test]
+    fn no_incremental_refresh_across_a_redefinition() {
+        let show = |n: &QualifiedName| n.name.clone();
+        let table = |files: usize, definition: &str| Fingerprint::Files {
+            files: (0..files).map(|i| file(&format!("f{i}"), 1)).collect(),
+            definition: definition.into(),
+        };
+        let view = |t: Fingerprint, definition: &str| {
+            vec![source(
+                "v",
+                Fingerprint::View {
+                    sources: vec![source("t", t)],
+                    definition: definition.into(),
+                },
+            )]
+        };
+        let then = view(table(2, "csv"), "select a");
+        // Appended under the same definitions: incremental is possible.
+        assert!(changed_table(&then, &view(table(3, "csv"), "select a"), show).is_ok());
+        // The plain view was redefined, even with the same table files.
+        assert_eq!(
+            changed_table(&then, &view(table(3, "csv"), "select b"), show).unwrap_err(),
+            "v was redefined"
+        );
+        // The table was re-created with other options over the same files.
+        assert_eq!(
+            changed_table(&then, &view(table(3, "csv;"), "select a"), show).unwrap_err(),
+            "t was redefined"
+        );
+        // Recorded before definitions were: never assumed unchanged.
+        assert_eq!(
+            changed_table(&view(table(2, ""), "select a"), &then, show).unwrap_err(),
+            "the definition of t was not recorded at the last refresh"
         );
     }
 }

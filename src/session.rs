@@ -15,7 +15,7 @@ use datafusion::dataframe::DataFrame;
 use datafusion::datasource::{TableProvider, TableType, source_as_provider};
 use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{
-    DdlStatement, EmptyRelation, Expr, LogicalPlan, Volatility, col, lit,
+    DdlStatement, EmptyRelation, Expr, LogicalPlan, Volatility, WindowFunctionDefinition, col, lit,
 };
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DFStatement;
@@ -40,7 +40,7 @@ use crate::spec::{
 };
 use crate::sql::{
     CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
-    parse_sql_with_text, quote_ident,
+    parse_sql_with_text, quote_ident, without_secret_options,
 };
 use crate::table::MaterializedViewTable;
 
@@ -263,8 +263,17 @@ impl MatviewSession {
             let mut warnings = vec![];
             for relation in &manifest.relations {
                 if let Err(e) = session.restore_relation(relation).await {
+                    let withheld = if relation.withheld_options.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            " (its options {} carry secrets and were not stored: \
+                             provide them through the environment or register the object store)",
+                            relation.withheld_options.join(", ")
+                        )
+                    };
                     warnings.push(format!(
-                        "could not restore {} {}: {e}",
+                        "could not restore {} {}: {e}{withheld}",
                         match relation.kind {
                             RelationKind::ExternalTable => "table",
                             RelationKind::View => "view",
@@ -357,12 +366,21 @@ impl MatviewSession {
             return Ok(());
         }
         let (default_catalog, default_schema) = self.defaults();
+        let text = text.map_or_else(|| statement.to_string(), str::to_owned);
+        let (sql, withheld_options) = match kind {
+            RelationKind::ExternalTable => {
+                let dialect = self.ctx.state().config().options().sql_parser.dialect;
+                without_secret_options(&text, dialect.as_ref())?
+            }
+            RelationKind::View => (text, vec![]),
+        };
         let entry = RelationEntry {
             name: self.resolve(name)?,
             kind,
-            sql: text.map_or_else(|| statement.to_string(), str::to_owned),
+            sql,
             default_catalog,
             default_schema,
+            withheld_options,
         };
         self.catalog
             .commit(|m| {
@@ -820,7 +838,10 @@ impl MatviewSession {
             })
             .await;
         if let Err(e) = committed {
-            if let Some(s) = &entry.snapshot {
+            // Only what provably did not land is ours to delete.
+            if let Some(s) = &entry.snapshot
+                && e.commit_rejected()
+            {
                 let _ = self
                     .catalog
                     .delete_dir(&format!("{}/{}", entry.dir, s.id))
@@ -976,7 +997,14 @@ impl MatviewSession {
         let mut shape = None;
         let mut mode = "full";
         let mut chosen = None;
-        let detail = match (&entry.snapshot, entry.definition.not_reproducible.clone()) {
+        // Judged on today's plan too: a definition stored by an older
+        // build may not have recorded it.
+        let not_reproducible = entry
+            .definition
+            .not_reproducible
+            .clone()
+            .or_else(|| not_reproducible(&plan));
+        let detail = match (&entry.snapshot, not_reproducible) {
             (None, _) => "first refresh".to_string(),
             (Some(_), _) if full => "FULL requested".to_string(),
             (Some(_), Some(why)) => why,
@@ -1138,10 +1166,13 @@ impl MatviewSession {
         let version = match committed {
             Ok(((), manifest)) => manifest.version,
             Err(e) => {
-                let _ = self
-                    .catalog
-                    .delete_dir(&format!("{}/{}", entry.dir, snapshot.id))
-                    .await;
+                // Only what provably did not land is ours to delete.
+                if e.commit_rejected() {
+                    let _ = self
+                        .catalog
+                        .delete_dir(&format!("{}/{}", entry.dir, snapshot.id))
+                        .await;
+                }
                 return Err(e);
             }
         };
@@ -1725,8 +1756,10 @@ impl MatviewSession {
 }
 
 /// Why running `plan` again may give other rows even when its sources are
-/// unchanged (a volatile function such as `random()` or `now()`, or a
-/// table function), if it may.
+/// unchanged, if it may: a function that is not `Immutable` (volatile ones
+/// such as `random()`, and stable ones such as `now()` or `current_date()`,
+/// whose value depends on when the query runs), of any kind (scalar,
+/// aggregate, window), or a table function.
 fn not_reproducible(plan: &LogicalPlan) -> Option<String> {
     let mut why = None;
     let _ = plan.apply_with_subqueries(|node| {
@@ -1736,20 +1769,40 @@ fn not_reproducible(plan: &LogicalPlan) -> Option<String> {
             why = Some(format!("reads table function {}", scan.table_name.table()));
             return Ok(TreeNodeRecursion::Stop);
         }
-        let mut volatile = None;
+        let mut found = None;
         node.apply_expressions(|expr| {
             expr.apply(|e| {
-                if let Expr::ScalarFunction(f) = e
-                    && f.func.signature().volatility == Volatility::Volatile
-                {
-                    volatile = Some(format!("{}()", f.name()));
-                    return Ok(TreeNodeRecursion::Stop);
+                let function = match e {
+                    Expr::ScalarFunction(f) => Some((f.name(), f.func.signature().volatility)),
+                    Expr::AggregateFunction(f) => {
+                        Some((f.func.name(), f.func.signature().volatility))
+                    }
+                    Expr::WindowFunction(f) => Some((
+                        f.fun.name(),
+                        match &f.fun {
+                            WindowFunctionDefinition::AggregateUDF(udf) => {
+                                udf.signature().volatility
+                            }
+                            WindowFunctionDefinition::WindowUDF(udf) => udf.signature().volatility,
+                        },
+                    )),
+                    _ => None,
+                };
+                match function {
+                    Some((name, volatility)) if volatility != Volatility::Immutable => {
+                        let kind = match volatility {
+                            Volatility::Volatile => "non-deterministic",
+                            _ => "depends on when it runs",
+                        };
+                        found = Some(format!("{kind}: {name}()"));
+                        Ok(TreeNodeRecursion::Stop)
+                    }
+                    _ => Ok(TreeNodeRecursion::Continue),
                 }
-                Ok(TreeNodeRecursion::Continue)
             })
         })?;
-        if let Some(expr) = volatile {
-            why = Some(format!("non-deterministic: {expr}"));
+        if let Some(reason) = found {
+            why = Some(reason);
             return Ok(TreeNodeRecursion::Stop);
         }
         Ok(TreeNodeRecursion::Continue)

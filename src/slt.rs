@@ -198,7 +198,8 @@ pub async fn run_and_report(files: &[PathBuf], complete: bool) -> usize {
 /// Without `default_dir` (the `dfmv-slt` binary) every argument is a path.
 /// With it (the test harness), arguments that are existing paths are run,
 /// other arguments are substring filters on file paths, and with no path
-/// `default_dir` is run. Unknown `--flags` (such as those `cargo test`
+/// `default_dir` is run. Running no file is an error (exit code 2), so a
+/// mistyped filter or path never passes. Unknown `--flags` (such as those `cargo test`
 /// passes to every test binary) are ignored.
 pub async fn main_with_args(
     args: impl IntoIterator<Item = String>,
@@ -234,6 +235,20 @@ pub async fn main_with_args(
             return 2;
         }
     };
+    if files.is_empty() {
+        // A typo in a filter or a path must not pass as "nothing failed".
+        let searched: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        if filters.is_empty() {
+            eprintln!("no .slt file found in {}", searched.join(", "));
+        } else {
+            eprintln!(
+                "no .slt file under {} matches {}",
+                searched.join(", "),
+                filters.join(", ")
+            );
+        }
+        return 2;
+    }
     if run_and_report(&files, complete).await == 0 {
         0
     } else {

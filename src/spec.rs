@@ -110,6 +110,12 @@ pub struct Manifest {
     pub version: u64,
     /// When this version was committed.
     pub committed_at: DateTime<Utc>,
+    /// Identity of the commit that wrote this version, unique per commit
+    /// call: a writer whose conditional put returned an error (a timeout,
+    /// a 5xx after the store kept the object) reads the version back and
+    /// knows from it whether the commit is its own.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub commit_id: String,
     /// Every materialized view, sorted by name.
     pub views: Vec<ViewEntry>,
     /// Snapshots no longer referenced by this version (replaced by a
@@ -141,12 +147,19 @@ pub struct RelationEntry {
     pub name: QualifiedName,
     /// What it is.
     pub kind: RelationKind,
-    /// The statement, as DataFusion prints it.
+    /// The statement as the user wrote it, less the options that carry
+    /// secrets.
     pub sql: String,
     /// Default catalog in force when it was created.
     pub default_catalog: String,
     /// Default schema in force when it was created.
     pub default_schema: String,
+    /// Keys of the options left out of `sql` because they carry secrets
+    /// (access keys, tokens, passwords): a catalog never stores them, so
+    /// restoring takes them from the environment or the object store
+    /// registered in the session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld_options: Vec<String>,
 }
 
 /// A snapshot that only versions before `retired_at` reference.
@@ -170,6 +183,7 @@ impl Default for Manifest {
             format_version: MANIFEST_FORMAT,
             version: 0,
             committed_at: DateTime::<Utc>::UNIX_EPOCH,
+            commit_id: String::new(),
             views: vec![],
             retired: vec![],
             relations: vec![],
@@ -397,6 +411,13 @@ pub enum Fingerprint {
     Files {
         /// Sorted by path.
         files: Vec<FileFingerprint>,
+        /// Digest of the table's definition (format and its options,
+        /// locations, schema, partition columns, sort order): re-creating
+        /// the table over the same files with other options is a change.
+        /// Empty in fingerprints recorded before it was kept, which
+        /// therefore never match a current one.
+        #[serde(default)]
+        definition: String,
     },
     /// A materialized view: its committed snapshot.
     Snapshot {
@@ -407,11 +428,19 @@ pub enum Fingerprint {
         /// refresh of it added or evicted.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         files: Vec<FileFingerprint>,
+        /// The materialized view's definition id ([`ViewEntry::id`]),
+        /// new on every CREATE (OR REPLACE).
+        #[serde(default)]
+        definition: String,
     },
-    /// A plain view: what it reads.
+    /// A plain view: its definition and what it reads.
     View {
         /// Its sources.
         sources: Vec<SourceFingerprint>,
+        /// Digest of the view's plan: redefining it over the same sources
+        /// is a change. Empty in fingerprints recorded before it was kept.
+        #[serde(default)]
+        definition: String,
     },
     /// A source whose changes cannot be seen without reading it (an
     /// in-memory table, a custom provider).
@@ -423,8 +452,18 @@ impl Fingerprint {
     pub fn is_unknown(&self) -> bool {
         match self {
             Fingerprint::Unknown => true,
-            Fingerprint::View { sources } => sources.iter().any(|s| s.fingerprint.is_unknown()),
+            Fingerprint::View { sources, .. } => sources.iter().any(|s| s.fingerprint.is_unknown()),
             Fingerprint::Files { .. } | Fingerprint::Snapshot { .. } => false,
+        }
+    }
+
+    /// The definition digest or id this fingerprint carries, if any.
+    pub fn definition(&self) -> Option<&str> {
+        match self {
+            Fingerprint::Files { definition, .. }
+            | Fingerprint::Snapshot { definition, .. }
+            | Fingerprint::View { definition, .. } => Some(definition),
+            Fingerprint::Unknown => None,
         }
     }
 }
@@ -482,7 +521,9 @@ pub struct ColumnStats {
 
 /// Turns one name part into a directory name that is safe on every object
 /// store and file system: ASCII letters, digits and `_` stay, everything else
-/// (including `.`, `/`, `%` and control characters) becomes `-xx` hex bytes.
+/// (including `.`, `/`, `%` and control characters) becomes `-xx` hex bytes,
+/// and so does a leading `_`, which keeps names starting with `_` (such as
+/// the catalog's own `_matview` folder) for the catalog.
 /// The mapping is injective, so two names never share a directory. An
 /// encoding longer than [`MAX_PATH_PART`] bytes (file systems limit a name
 /// to 255) is cut and completed with `.` (which the encoding never
@@ -490,8 +531,8 @@ pub struct ColumnStats {
 /// neither object-store paths nor URLs escape are used.
 pub fn encode_path_part(part: &str) -> String {
     let mut out = String::with_capacity(part.len());
-    for b in part.bytes() {
-        if b.is_ascii_alphanumeric() || b == b'_' {
+    for (i, b) in part.bytes().enumerate() {
+        if b.is_ascii_alphanumeric() || (b == b'_' && i > 0) {
             out.push(b as char);
         } else {
             out.push_str(&format!("-{b:02x}"));
@@ -509,6 +550,21 @@ pub fn encode_path_part(part: &str) -> String {
         out.push_str(&format!(".{hash:016x}"));
     }
     out
+}
+
+/// Whether `id` has the form of the snapshot ids this crate makes (a
+/// UUID as 32 lowercase hex digits).
+pub fn is_snapshot_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// Whether `name` is a file name this crate writes into a snapshot
+/// directory: a Parquet data file or the [`SNAPSHOT_MARKER`].
+pub fn is_snapshot_file_name(name: &str) -> bool {
+    name == SNAPSHOT_MARKER
+        || name
+            .strip_suffix(".parquet")
+            .is_some_and(|stem| !stem.is_empty() && !stem.contains('/'))
 }
 
 /// Longest directory name [`encode_path_part`] produces.
@@ -541,6 +597,12 @@ mod tests {
     #[test]
     fn path_parts_are_safe_and_distinct() {
         assert_eq!(encode_path_part("sales_2024"), "sales_2024");
+        // A leading `_` is the catalog's: `_matview` data never mixes with its log.
+        assert_eq!(encode_path_part("_matview"), "-5fmatview");
+        assert_ne!(
+            view_dir(&QualifiedName::new("datafusion", "_matview", "log")),
+            "_matview/log"
+        );
         assert_eq!(encode_path_part("My View"), "My-20View");
         assert_eq!(encode_path_part(".."), "-2e-2e");
         assert_eq!(encode_path_part("a/b"), "a-2fb");

@@ -355,6 +355,125 @@ impl ScriptChunk {
     }
 }
 
+/// Whether an option of `CREATE EXTERNAL TABLE ... OPTIONS (...)` carries
+/// a secret (an access key, a secret, a token, a password, an encryption
+/// key), for every object store datafusion-cli knows and Parquet
+/// encryption. A path to a credentials file is not a secret.
+pub fn is_secret_option(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    if key.ends_with("_path") || key.ends_with("_url") {
+        return false;
+    }
+    let secret_word = key.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
+        matches!(
+            w,
+            "secret" | "password" | "passwd" | "token" | "credential" | "credentials"
+        )
+    });
+    secret_word
+        || [
+            "access_key_id",
+            "account_key",
+            "key_as_hex",
+            "private_key",
+            "api_key",
+            "sas_key",
+            "master_key",
+        ]
+        .iter()
+        .any(|suffix| key.ends_with(suffix))
+}
+
+/// The text of one `CREATE EXTERNAL TABLE` statement without the options
+/// that carry secrets (see [`is_secret_option`]), and the keys it left
+/// out. The rest of the text is the user's own bytes; the `OPTIONS` clause
+/// is rebuilt from the slices of the options kept (and left out when none
+/// is).
+pub fn without_secret_options(sql: &str, dialect: &str) -> Result<(String, Vec<String>)> {
+    let dialect = dialect_from_str(dialect).ok_or_else(|| {
+        Error::DataFusion(DataFusionError::Plan(format!(
+            "Unsupported SQL dialect: {dialect}"
+        )))
+    })?;
+    let tokens = Tokenizer::new(dialect.as_ref(), sql)
+        .tokenize_with_location()
+        .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
+    let words: Vec<&TokenWithSpan> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    let Some(options) = words
+        .iter()
+        .position(|t| is_keyword(&t.token, Keyword::OPTIONS))
+        .filter(|&i| words.get(i + 1).is_some_and(|t| t.token == Token::LParen))
+    else {
+        return Ok((sql.to_owned(), vec![]));
+    };
+    // The options, split at commas outside parentheses, up to the `)`.
+    let mut items: Vec<Vec<&TokenWithSpan>> = vec![vec![]];
+    let mut depth = 0usize;
+    let mut close = None;
+    for (i, token) in words.iter().enumerate().skip(options + 2) {
+        match token.token {
+            Token::LParen => depth += 1,
+            Token::RParen if depth == 0 => {
+                close = Some(i);
+                break;
+            }
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => {
+                items.push(vec![]);
+                continue;
+            }
+            _ => {}
+        }
+        if let Some(item) = items.last_mut() {
+            item.push(token);
+        }
+    }
+    let Some(close) = close else {
+        return Ok((sql.to_owned(), vec![]));
+    };
+    let offsets = ByteOffsets::new(sql, 1);
+    let mut kept = vec![];
+    let mut withheld = vec![];
+    for item in items.iter().filter(|item| !item.is_empty()) {
+        let key = match &item[0].token {
+            Token::SingleQuotedString(key) | Token::DoubleQuotedString(key) => key.clone(),
+            _ => item
+                .iter()
+                .take_while(|t| {
+                    matches!(
+                        t.token,
+                        Token::Word(_) | Token::Period | Token::Colon | Token::DoubleColon
+                    )
+                })
+                .map(|t| t.token.to_string())
+                .collect(),
+        };
+        if is_secret_option(&key) {
+            withheld.push(key);
+        } else {
+            let (start, end) = (item[0].span.start, item[item.len() - 1].span.end);
+            kept.push(&sql[offsets.of(start)..offsets.of(end)]);
+        }
+    }
+    if withheld.is_empty() {
+        return Ok((sql.to_owned(), vec![]));
+    }
+    let (start, end) = (
+        offsets.of(words[options].span.start),
+        offsets.of(words[close].span.end),
+    );
+    let clause = if kept.is_empty() {
+        String::new()
+    } else {
+        format!("OPTIONS ({})", kept.join(", "))
+    };
+    let text = format!("{}{clause}{}", &sql[..start], &sql[end..]);
+    Ok((text.trim().to_owned(), withheld))
+}
+
 fn expected(parser: &DFParser, what: &str) -> Error {
     let found = parser.parser.peek_token();
     Error::DataFusion(DataFusionError::SQL(
@@ -764,6 +883,52 @@ mod tests {
         );
         assert!(may_end_statement("  1; -- x\n") && may_end_statement("x;/* y */"));
         assert!(!may_end_statement("('a;b'),\n") && !may_end_statement("SELECT 1\n"));
+    }
+
+    #[test]
+    fn secret_options_are_left_out_of_the_text() {
+        let sql = "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 's3://b/it''s/' OPTIONS (\n  'aws.access_key_id' 'AKIA',\n  'aws.secret_access_key' 'hush''d',\n  aws.region 'eu-west-1', 'aws.session_token' 'tok', 'format.footer_key_as_hex' 'ab'\n) -- done";
+        let (text, withheld) = without_secret_options(sql, "generic").unwrap();
+        assert_eq!(
+            text,
+            "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 's3://b/it''s/' OPTIONS (aws.region 'eu-west-1') -- done"
+        );
+        assert_eq!(
+            withheld,
+            [
+                "aws.access_key_id",
+                "aws.secret_access_key",
+                "aws.session_token",
+                "format.footer_key_as_hex"
+            ]
+        );
+        // Only secrets: the clause goes; no secret: the text is untouched.
+        let (text, _) = without_secret_options(
+            "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'x' OPTIONS ('gcp.service_account_key' '{}')",
+            "generic",
+        )
+        .unwrap();
+        assert_eq!(text, "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'x'");
+        let plain = "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'x' OPTIONS ('format.has_header' 'true', 'gcp.application_credentials_path' '/k.json')";
+        assert_eq!(
+            without_secret_options(plain, "generic").unwrap(),
+            (plain.to_owned(), vec![])
+        );
+        for key in [
+            "aws.password",
+            "azure.client_secret",
+            "hf.token",
+            "x.api_key",
+        ] {
+            assert!(is_secret_option(key), "{key}");
+        }
+        for key in [
+            "aws.region",
+            "format.has_header",
+            "format.footer_key_metadata_as_hex",
+        ] {
+            assert!(!is_secret_option(key), "{key}");
+        }
     }
 
     #[test]

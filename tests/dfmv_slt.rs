@@ -77,3 +77,27 @@ fn a_missing_path_is_an_error() {
         "/nonexistent/x.slt: no such file\n"
     );
 }
+
+#[tokio::test]
+async fn running_no_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    // An empty folder, a folder without .slt files, a path that does not exist.
+    std::fs::write(dir.path().join("notes.txt"), "x").unwrap();
+    let (code, _) = run(&[dir.path()]);
+    assert_eq!(code, 2);
+    let (code, _) = run(&[&dir.path().join("missing.slt")]);
+    assert_eq!(code, 2);
+    // The test harness's form: a filter that matches no file.
+    let suite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sqllogictest");
+    let args = ["--complete-typo-is-ignored", "no-such-file-typo"].map(String::from);
+    assert_eq!(
+        datafusion_matview::slt::main_with_args(args, Some(suite.clone())).await,
+        2
+    );
+    // A filter that matches runs (and passes).
+    let args = ["basic".to_string()];
+    assert_eq!(
+        datafusion_matview::slt::main_with_args(args, Some(suite)).await,
+        0
+    );
+}

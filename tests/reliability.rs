@@ -15,6 +15,7 @@
 //! `DFMV_CRASH_TRIALS=500 cargo test --release --test reliability -- --ignored --nocapture`.
 
 use std::collections::BTreeSet;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -209,6 +210,7 @@ fn child() {
         match role.as_str() {
             "crash" => crash_scenario(&target).await,
             "worker" => worker(&target).await,
+            "replace" => replace_and_drop(&target).await,
             other => panic!("unknown child role {other}"),
         }
     });
@@ -236,9 +238,36 @@ async fn crash_setup(dir: &Path, s3: bool) -> (PathBuf, Target) {
     (source, catalog)
 }
 
-/// The child's work: every kind of statement that writes. With
-/// `DFMV_FAULT` set, the instrumented store kills the process at that write;
-/// without it, the child prints how many writes the scenario makes.
+/// The statements of the crash scenario, in order.
+const SCENARIO: [&str; 5] = [
+    "REFRESH MATERIALIZED VIEW a",
+    "CREATE MATERIALIZED VIEW b AS SELECT x FROM t WHERE x % 2 = 0",
+    "CREATE OR REPLACE MATERIALIZED VIEW a AS SELECT x * 2 AS x FROM t",
+    "DROP MATERIALIZED VIEW b",
+    "VACUUM MATERIALIZED VIEWS",
+];
+
+/// What views `a` and `b` hold (`None`: `b` does not exist) after the
+/// first `done` statements of [`SCENARIO`] committed.
+fn scenario_state(done: usize) -> (Vec<i64>, Option<Vec<i64>>) {
+    let evens: Vec<i64> = (1..=40).map(|x| x * 2).collect();
+    let doubled: Vec<i64> = (1..=80).map(|x| x * 2).collect();
+    match done {
+        0 => ((1..=50).collect(), None),
+        1 => ((1..=80).collect(), None),
+        2 => ((1..=80).collect(), Some(evens)),
+        3 => (doubled, Some(evens)),
+        _ => (doubled, None),
+    }
+}
+
+/// The child's work: every kind of statement that writes. After each
+/// statement it prints `ACK <n> <version>` (flushed before the next one
+/// starts): the statement was acknowledged, at that catalog version. With
+/// `DFMV_FAULT` set, the instrumented store kills the process at that
+/// write, or fails it (before or after it reached the store): a statement
+/// that fails prints `FAILED <n> <error>` and the child exits with code 3.
+/// Without a fault, the child prints how many writes the scenario makes.
 async fn crash_scenario(catalog: &Target) {
     let source = PathBuf::from(std::env::var("DFMV_SOURCE").unwrap());
     let (s, store) = open_instrumented(catalog, Duration::ZERO).await;
@@ -252,14 +281,19 @@ async fn crash_scenario(catalog: &Target) {
         .counters()
         .writes
         .load(std::sync::atomic::Ordering::SeqCst);
-    for sql in [
-        "REFRESH MATERIALIZED VIEW a",
-        "CREATE MATERIALIZED VIEW b AS SELECT x FROM t WHERE x % 2 = 0",
-        "CREATE OR REPLACE MATERIALIZED VIEW a AS SELECT x * 2 AS x FROM t",
-        "DROP MATERIALIZED VIEW b",
-        "VACUUM MATERIALIZED VIEWS",
-    ] {
-        s.sql(sql).await.unwrap().collect().await.unwrap();
+    for (i, sql) in SCENARIO.iter().enumerate() {
+        let result = match s.sql(sql).await {
+            Ok(df) => df.collect().await.map(|_| ()).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = result {
+            println!("FAILED {} {}", i + 1, e.replace('\n', " "));
+            std::io::stdout().flush().unwrap();
+            std::process::exit(3);
+        }
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ACK {} {}", i + 1, s.catalog().current().version).unwrap();
+        out.flush().unwrap();
     }
     let writes = store
         .counters()
@@ -269,9 +303,43 @@ async fn crash_scenario(catalog: &Target) {
     println!("WRITES {writes}");
 }
 
-/// After a kill: the catalog opens, every view is complete old or new data,
-/// and cleanup leaves exactly the files of the committed snapshots.
-async fn check_after_crash(catalog: &Target, source: &Path) -> Result<(), String> {
+/// The last acknowledgement a child printed: (statements done, version).
+fn last_ack(stdout: &str) -> (usize, u64) {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| {
+            // libtest's "test child ... " may precede the first one.
+            let mut words = l.split("ACK ").nth(1)?.split_whitespace();
+            Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+        })
+        .unwrap_or((0, 0))
+}
+
+/// How a crash-test child ended.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ending {
+    /// It ran the whole scenario.
+    Finished,
+    /// It was killed with `SIGKILL`.
+    Killed,
+    /// A statement failed with the injected error; `may_have_landed` when
+    /// the error said its commit may have landed.
+    Failed { may_have_landed: bool },
+}
+
+/// After the child ended: the catalog opens at or past the last
+/// acknowledged version; views `a` and `b` together hold the state of the
+/// last acknowledged statement, or (after a kill, or a commit that may
+/// have landed) of the one in flight, never an older one and never a mix;
+/// a child that finished holds the final state; and cleanup leaves exactly
+/// the files of the committed snapshots.
+async fn check_after_crash(
+    catalog: &Target,
+    source: &Path,
+    acked: (usize, u64),
+    ending: Ending,
+) -> Result<(), String> {
     let s = MatviewSession::open_with_options(
         catalog.context(None),
         &catalog.location,
@@ -280,31 +348,52 @@ async fn check_after_crash(catalog: &Target, source: &Path) -> Result<(), String
     .await
     .map_err(|e| format!("catalog does not open: {e}"))?;
     s.sql(&source_sql(source)).await.unwrap();
-    let a = values(&s, "SELECT x FROM a ORDER BY x").await;
-    let old: Vec<i64> = (1..=50).collect();
-    let refreshed: Vec<i64> = (1..=80).collect();
-    let replaced: Vec<i64> = (1..=80).map(|x| x * 2).collect();
-    if a != old && a != refreshed && a != replaced {
+    let (done, version) = acked;
+    if s.catalog().current().version < version {
         return Err(format!(
-            "view a holds {} rows that are no committed state",
-            a.len()
+            "statement {done} was acknowledged at version {version}, the catalog is at {}",
+            s.catalog().current().version
         ));
     }
-    let views: Vec<String> = s
+    let a = values(&s, "SELECT x FROM a ORDER BY x").await;
+    let has_b = s
         .catalog()
         .current()
         .views
         .iter()
-        .map(|v| v.name.name.clone())
-        .collect();
-    if views.contains(&"b".to_string()) {
-        let b = values(&s, "SELECT x FROM b ORDER BY x").await;
-        if b != (1..=40).map(|x| x * 2).collect::<Vec<_>>() {
-            return Err(format!(
-                "view b holds {} rows that are no committed state",
-                b.len()
-            ));
-        }
+        .any(|v| v.name.name == "b");
+    let b = if has_b {
+        Some(values(&s, "SELECT x FROM b ORDER BY x").await)
+    } else {
+        None
+    };
+    let state = (a, b);
+    let allowed: Vec<usize> = match ending {
+        Ending::Finished => vec![SCENARIO.len()],
+        Ending::Failed {
+            may_have_landed: false,
+        } => vec![done],
+        Ending::Killed
+        | Ending::Failed {
+            may_have_landed: true,
+        } => (done..=(done + 1).min(SCENARIO.len())).collect(),
+    };
+    if !allowed.iter().any(|&n| scenario_state(n) == state) {
+        let found = (0..=SCENARIO.len()).find(|&n| scenario_state(n) == state);
+        return Err(format!(
+            "{done} statements acknowledged{}, but views a and b hold {} (a: {} rows, b: {:?} rows)",
+            match ending {
+                Ending::Finished => " and the child finished",
+                Ending::Killed => " before the kill",
+                Ending::Failed { .. } => " before one failed",
+            },
+            match found {
+                Some(n) => format!("the state after statement {n}"),
+                None => "no committed state".into(),
+            },
+            state.0.len(),
+            state.1.as_ref().map(Vec::len),
+        ));
     }
     s.sql("VACUUM MATERIALIZED VIEWS")
         .await
@@ -344,7 +433,8 @@ async fn check_after_crash(catalog: &Target, source: &Path) -> Result<(), String
     Ok(())
 }
 
-/// Runs one crash trial; returns whether the child died (rather than finished).
+/// Runs one crash trial; returns whether the child stopped early (killed,
+/// or stopped by a failed statement) rather than finished.
 async fn crash_trial(
     s3: bool,
     fault: Option<&str>,
@@ -361,9 +451,23 @@ async fn crash_trial(
         vars.push(("DFMV_FAULT", f.to_string()));
     }
     let mut process = spawn_child(&vars)
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // The child writes a few lines: read them on threads so it never blocks.
+    let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            use std::io::Read as _;
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let stdout = read(process.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = read(process.stderr.take().map(|p| Box::new(p) as _));
     let status = match kill_after {
         Some(delay) => {
             let deadline = Instant::now() + delay;
@@ -380,8 +484,23 @@ async fn crash_trial(
         }
         None => process.wait().unwrap(),
     };
-    check_after_crash(&catalog, &source).await?;
-    Ok(!status.success())
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    // Killed means SIGKILL; exit code 3 a statement that failed with the
+    // injected error; a panic or any other exit is a failure of the test.
+    use std::os::unix::process::ExitStatusExt;
+    let failure = stdout.lines().find_map(|l| l.split("FAILED ").nth(1));
+    let ending = match (status.signal(), status.code(), failure) {
+        (Some(9), _, _) => Ending::Killed,
+        (_, Some(0), None) => Ending::Finished,
+        (_, Some(3), Some(failure)) if failure.contains("injected failure") => Ending::Failed {
+            may_have_landed: failure.contains("may have landed"),
+        },
+        _ => return Err(format!("the child failed ({status}):\n{stdout}\n{stderr}")),
+    };
+    check_after_crash(&catalog, &source, last_ack(&stdout), ending)
+        .await
+        .map_err(|e| format!("{e}\nthe child printed:\n{stdout}"))?;
+    Ok(ending != Ending::Finished)
 }
 
 /// Runs the scenario once without faults: its number of writes and how
@@ -448,8 +567,9 @@ fn random_kills(s3: bool, trials: u64, scenario: Duration) {
     println!("random kills: {killed} of {trials} children killed mid-scenario, no data lost");
 }
 
-/// Kills the scenario's child before and after each of its writes, then
-/// at random times; checks the catalog after every kill.
+/// Kills the scenario's child before and after each of its writes, fails
+/// each write before and after it reached the store, then kills it at
+/// random times; checks the catalog after every one.
 fn sigkill_at_every_write(s3: bool) {
     let (writes, took) = measure_scenario(s3);
     assert!(writes >= 10, "the scenario makes {writes} writes");
@@ -457,24 +577,27 @@ fn sigkill_at_every_write(s3: bool) {
     // The number of writes varies a little between runs (DataFusion's
     // writer may split a result into more or fewer files), so the last few
     // points may fall after a run's final write and kill nothing.
-    let (mut points, mut killed) = (0, 0);
+    let (mut points, mut stopped) = (0, 0);
     for n in 1..=writes {
-        for when in ["kill-before", "kill-after"] {
+        for when in ["kill-before", "kill-after", "error-before", "error-after"] {
             let fault = format!("{when}:{n}");
             match rt.block_on(crash_trial(s3, Some(&fault), None)) {
-                Ok(died) => killed += u64::from(died),
+                Ok(early) => stopped += u64::from(early),
                 Err(e) => panic!("{fault}: {e}"),
             }
             points += 1;
         }
     }
+    // A failure after a write reached the store may be a commit that
+    // landed (the statement then succeeds), or a pointer write that is
+    // best effort: most points, not all, stop the child.
     assert!(
-        killed * 10 >= points * 9,
-        "only {killed} of {points} kill points were reached"
+        stopped * 10 >= points * 6,
+        "only {stopped} of {points} fault points stopped the child"
     );
     let store = if s3 { "S3" } else { "local folder" };
     println!(
-        "deterministic kills ({store}): {killed} processes killed at {points} kill points over {writes} writes, no data lost"
+        "deterministic faults ({store}): {points} fault points (kill or fail each of {writes} writes, before and after it reached the store), {stopped} children stopped early, no acknowledged commit lost"
     );
     random_kills(s3, trials_from_env(10), took);
 }
@@ -511,11 +634,12 @@ fn sigkill_at_random_times_long() {
 
 // ---- failed writes ---------------------------------------------------------
 
-#[tokio::test]
-async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
-    let dir = tempfile::tempdir().unwrap();
-    let catalog = dir.path().join("catalog");
-    let (s, store) = open_instrumented(&Target::local(&catalog), Duration::from_secs(3600)).await;
+/// Fails each write of a refresh in turn, `after` it reached the store or
+/// before: a refresh that reports an error leaves the old data, readable;
+/// one that reports success has the new data; and what failed attempts
+/// wrote is swept.
+async fn failed_writes(target: &Target, after: bool) {
+    let (s, store) = open_instrumented(target, Duration::from_secs(3600)).await;
     s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
         .await
         .unwrap();
@@ -533,11 +657,13 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
     loop {
         store.set_fault(Some(Fault {
             at_write: n,
-            after: false,
+            after,
             action: FaultAction::Error,
         }));
         let result = s.sql("REFRESH MATERIALIZED VIEW v").await;
         store.set_fault(None);
+        // The view is readable whatever happened: no committed file was
+        // deleted (a commit whose put failed after landing is its own).
         let now = values(&s, "SELECT x FROM v ORDER BY x").await;
         match result {
             Err(e) => {
@@ -546,8 +672,8 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
                 assert_eq!(now, [1, 2], "write {n}: a failed refresh changed the data");
             }
             Ok(_) => {
-                // The fault hit a write after the commit (pointer, cleanup):
-                // the refresh took effect, and there are no more writes to fail.
+                // The fault hit the commit after it landed, or a write after
+                // it (pointer, cleanup): the refresh took effect.
                 assert_eq!(now, [1, 2, 3]);
                 break;
             }
@@ -561,11 +687,13 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
     );
     // Whatever the failed attempts wrote is removed.
     s.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
-    let s2 = open(&Target::local(&catalog), Duration::ZERO).await;
+    let s2 = open(target, Duration::ZERO).await;
     s2.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
     let manifest = s2.catalog().current();
     let snapshot = manifest.views[0].snapshot.as_ref().unwrap();
-    let dirs: BTreeSet<String> = files_under(&catalog)
+    let dirs: BTreeSet<String> = target
+        .files()
+        .await
         .into_iter()
         .filter(|f| f.ends_with(".parquet"))
         .map(|f| f.rsplit_once('/').unwrap().0.to_string())
@@ -574,6 +702,23 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
         dirs,
         BTreeSet::from([manifest.views[0].snapshot_dir(snapshot)])
     );
+}
+
+#[tokio::test]
+async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data() {
+    let dir = tempfile::tempdir().unwrap();
+    failed_writes(&Target::local(&dir.path().join("before")), false).await;
+    failed_writes(&Target::local(&dir.path().join("after")), true).await;
+}
+
+#[tokio::test]
+async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data_on_s3() {
+    if let Some(target) = Target::s3() {
+        failed_writes(&target, false).await;
+    }
+    if let Some(target) = Target::s3() {
+        failed_writes(&target, true).await;
+    }
 }
 
 // ---- concurrent processes --------------------------------------------------
@@ -881,11 +1026,23 @@ async fn another_process_commits_are_seen_without_listing() {
     assert!(store.counters().heads.load(SeqCst) - heads <= 3);
 }
 
-#[tokio::test]
-async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
-    let dir = tempfile::tempdir().unwrap();
-    let catalog = dir.path().join("catalog");
-    let reader = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
+/// The writer of the readers test, in its own process: replaces view `v`,
+/// drops it and vacuums.
+async fn replace_and_drop(target: &Target) {
+    let writer = open(target, Duration::from_secs(3600)).await;
+    for sql in [
+        "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1 AS x",
+        "DROP MATERIALIZED VIEW v",
+        "VACUUM MATERIALIZED VIEWS",
+    ] {
+        writer.sql(sql).await.unwrap().collect().await.unwrap();
+    }
+}
+
+/// A query planned against a snapshot finishes reading it after another
+/// process replaced the view, dropped it and vacuumed.
+async fn a_reader_keeps_its_snapshot(target: &Target) {
+    let reader = open(target, Duration::from_secs(3600)).await;
     reader
         .sql("CREATE MATERIALIZED VIEW v AS SELECT value AS x FROM generate_series(1, 1000)")
         .await
@@ -895,13 +1052,19 @@ async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
     let task = Arc::new(df.task_ctx());
     let planned = df.create_physical_plan().await.unwrap();
     // ...which another process replaces and drops meanwhile.
-    let writer = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
-    writer
-        .sql("CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1 AS x")
-        .await
-        .unwrap();
-    writer.sql("DROP MATERIALIZED VIEW v").await.unwrap();
-    writer.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    let out = spawn_child(&[
+        ("DFMV_CHILD", "replace".to_string()),
+        ("DFMV_CATALOG", target.location.clone()),
+    ])
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(reader.catalog().reload().await.unwrap().views.is_empty());
     let batches = datafusion::physical_plan::collect(planned, task)
         .await
         .unwrap();
@@ -910,6 +1073,19 @@ async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
         500500
     );
     assert!(!batches[0].column(0).is_null(0));
+}
+
+#[tokio::test]
+async fn a_reader_keeps_its_snapshot_while_another_process_refreshes() {
+    let dir = tempfile::tempdir().unwrap();
+    a_reader_keeps_its_snapshot(&Target::local(&dir.path().join("catalog"))).await;
+}
+
+#[tokio::test]
+async fn a_reader_keeps_its_snapshot_while_another_process_refreshes_on_s3() {
+    if let Some(target) = Target::s3() {
+        a_reader_keeps_its_snapshot(&target).await;
+    }
 }
 
 #[tokio::test]

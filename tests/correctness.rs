@@ -1,0 +1,403 @@
+//! A view reported `fresh` equals its query run now: redefinitions on the
+//! path, functions whose value depends on when they run, and what VACUUM
+//! and the manifest may touch. Each test here failed before the fix it
+//! names (issue 10).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Int64Type};
+use datafusion::error::Result as DFResult;
+use datafusion::logical_expr::{Accumulator, ColumnarValue, Volatility, create_udaf, create_udf};
+use datafusion::prelude::SessionContext;
+use datafusion::scalar::ScalarValue;
+use datafusion_matview::{MatviewOptions, MatviewSession};
+
+/// A session that remembers external tables and plain views, as dfmv's.
+async fn open(catalog: &Path) -> MatviewSession {
+    MatviewSession::open_with_options(
+        SessionContext::new(),
+        &catalog.display().to_string(),
+        MatviewOptions {
+            remember_relations: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn rows(s: &MatviewSession, sql: &str) -> Vec<RecordBatch> {
+    s.sql(sql).await.unwrap().collect().await.unwrap()
+}
+
+async fn count(s: &MatviewSession, sql: &str) -> i64 {
+    rows(s, sql).await[0]
+        .column(0)
+        .as_primitive::<Int64Type>()
+        .value(0)
+}
+
+async fn freshness(s: &MatviewSession, view: &str) -> String {
+    let batches = rows(
+        s,
+        &format!("SELECT freshness FROM materialized_views() WHERE table_name = '{view}'"),
+    )
+    .await;
+    batches[0].column(0).as_string::<i32>().value(0).to_owned()
+}
+
+/// (mode, detail) of `REFRESH MATERIALIZED VIEW view`.
+async fn refresh(s: &MatviewSession, view: &str) -> (String, String) {
+    let batches = rows(s, &format!("REFRESH MATERIALIZED VIEW {view}")).await;
+    let b = &batches[0];
+    (
+        b.column(1).as_string::<i32>().value(0).to_owned(),
+        b.column(5).as_string::<i32>().value(0).to_owned(),
+    )
+}
+
+fn write_numbers(path: &Path, range: std::ops::RangeInclusive<i64>) {
+    let mut text = String::from("n\n");
+    for n in range {
+        text.push_str(&format!("{n}\n"));
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn a_redefined_plain_view_makes_the_view_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    write_numbers(&dir.path().join("src/a.csv"), 1..=500);
+    let s = open(&dir.path().join("cat")).await;
+    s.sql(&format!(
+        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' 'true')",
+        dir.path().display()
+    ))
+    .await
+    .unwrap();
+    s.sql("CREATE VIEW w AS SELECT n FROM t WHERE n <= 300")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW m AS SELECT count(*) AS c FROM w")
+        .await
+        .unwrap();
+    assert_eq!(count(&s, "SELECT c FROM m").await, 300);
+    assert_eq!(freshness(&s, "m").await, "fresh");
+
+    // Same table, same files, another query.
+    s.sql("CREATE OR REPLACE VIEW w AS SELECT n FROM t")
+        .await
+        .unwrap();
+    assert_eq!(freshness(&s, "m").await, "stale");
+    let (mode, detail) = refresh(&s, "m").await;
+    assert_eq!(mode, "full", "{detail}");
+    assert!(detail.contains("w was redefined"), "{detail}");
+    assert_eq!(count(&s, "SELECT c FROM m").await, 500);
+    assert_eq!(freshness(&s, "m").await, "fresh");
+    assert_eq!(refresh(&s, "m").await.0, "no_op");
+}
+
+#[tokio::test]
+async fn an_external_table_recreated_with_other_options_makes_the_view_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/a.csv"), "x,y\n1,2\n3,4\n").unwrap();
+    let create = |types: &str, header: &str| {
+        format!(
+            "CREATE OR REPLACE EXTERNAL TABLE t (a {types}, b {types}) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' '{header}')",
+            dir.path().display()
+        )
+    };
+    let s = open(&dir.path().join("cat")).await;
+    s.sql(&create("VARCHAR", "false")).await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW m AS SELECT count(*) AS c FROM t")
+        .await
+        .unwrap();
+    assert_eq!(count(&s, "SELECT c FROM m").await, 3);
+
+    // Same files, the first line read as a header: one row fewer.
+    s.sql(&create("VARCHAR", "true")).await.unwrap();
+    assert_eq!(freshness(&s, "m").await, "stale");
+    let (mode, detail) = refresh(&s, "m").await;
+    assert_eq!(mode, "full", "{detail}");
+    assert!(detail.contains("t was redefined"), "{detail}");
+    assert_eq!(count(&s, "SELECT c FROM m").await, 2);
+
+    // Other column types are another definition too.
+    s.sql(&create("BIGINT", "true")).await.unwrap();
+    assert_eq!(freshness(&s, "m").await, "stale");
+    assert_eq!(refresh(&s, "m").await.0, "full");
+    assert_eq!(count(&s, "SELECT c FROM m").await, 2);
+
+    // Re-created exactly as it was: the same definition, still fresh.
+    s.sql(&create("BIGINT", "true")).await.unwrap();
+    assert_eq!(freshness(&s, "m").await, "fresh");
+    // And in a new session that restores it from the catalog.
+    drop(s);
+    let s = open(&dir.path().join("cat")).await;
+    assert_eq!(freshness(&s, "m").await, "fresh");
+    assert_eq!(refresh(&s, "m").await.0, "no_op");
+}
+
+#[tokio::test]
+async fn views_over_functions_that_depend_on_when_they_run_are_never_fresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir.path().join("cat")).await;
+    // A user function that says it is stable, not immutable.
+    s.context().register_udf(create_udf(
+        "session_counter",
+        vec![],
+        DataType::Int64,
+        Volatility::Stable,
+        Arc::new(|_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(ScalarValue::Int64(Some(7))))),
+    ));
+    s.sql("CREATE TABLE t AS VALUES (1), (2)").await.unwrap();
+    for (view, query, reason) in [
+        (
+            "at_now",
+            "SELECT now() AS t",
+            "depends on when it runs: now()",
+        ),
+        (
+            "today",
+            "SELECT column1 FROM t WHERE current_date() > DATE '2000-01-01'",
+            "depends on when it runs: current_date()",
+        ),
+        (
+            "stable_udf",
+            "SELECT session_counter() AS c",
+            "depends on when it runs: session_counter()",
+        ),
+        (
+            "dice",
+            "SELECT random() AS r",
+            "non-deterministic: random()",
+        ),
+    ] {
+        s.sql(&format!("CREATE MATERIALIZED VIEW {view} AS {query}"))
+            .await
+            .unwrap();
+        assert_eq!(freshness(&s, view).await, "unknown", "{view}");
+        let (mode, detail) = refresh(&s, view).await;
+        assert_eq!((mode.as_str(), detail.as_str()), ("full", reason), "{view}");
+    }
+}
+
+/// `count` of non-null values, as an aggregate that declares itself
+/// `Stable` (a user function whose result may depend on when it runs).
+#[derive(Debug)]
+struct Counter(i64);
+
+impl Accumulator for Counter {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> DFResult<()> {
+        self.0 += (values[0].len() - values[0].null_count()) as i64;
+        Ok(())
+    }
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> DFResult<()> {
+        self.0 += states[0]
+            .as_primitive::<Int64Type>()
+            .iter()
+            .flatten()
+            .sum::<i64>();
+        Ok(())
+    }
+    fn state(&mut self) -> DFResult<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Int64(Some(self.0))])
+    }
+    fn evaluate(&mut self) -> DFResult<ScalarValue> {
+        Ok(ScalarValue::Int64(Some(self.0)))
+    }
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self)
+    }
+}
+
+#[tokio::test]
+async fn stable_aggregate_and_window_functions_are_not_reproducible_either() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir.path().join("cat")).await;
+    s.context().register_udaf(create_udaf(
+        "stable_count",
+        vec![DataType::Int64],
+        Arc::new(DataType::Int64),
+        Volatility::Stable,
+        Arc::new(|_| Ok(Box::new(Counter(0)))),
+        Arc::new(vec![DataType::Int64]),
+    ));
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2), (NULL)")
+        .await
+        .unwrap();
+    for (view, query) in [
+        ("aggregated", "SELECT stable_count(x) AS c FROM t"),
+        ("windowed", "SELECT x, stable_count(x) OVER () AS c FROM t"),
+    ] {
+        s.sql(&format!("CREATE MATERIALIZED VIEW {view} AS {query}"))
+            .await
+            .unwrap();
+        assert_eq!(freshness(&s, view).await, "unknown", "{view}");
+        assert_eq!(
+            refresh(&s, view).await,
+            (
+                "full".to_string(),
+                "depends on when it runs: stable_count()".to_string()
+            ),
+            "{view}"
+        );
+    }
+    assert_eq!(count(&s, "SELECT c FROM aggregated").await, 2);
+}
+
+/// Every object under `root`, relative to it.
+fn files_under(root: &Path) -> Vec<String> {
+    let mut out = vec![];
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(
+                    path.strip_prefix(root)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                );
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn vacuum_deletes_only_what_the_catalog_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    // A folder that already holds other data becomes a catalog.
+    let strangers = [
+        "other/data.txt",
+        "public/stranger/x.parquet",
+        "public/v/notes.txt",
+        "public/v/0123456789abcdef0123456789abcdef/notes.txt",
+    ];
+    for stranger in strangers {
+        let path = root.join(stranger);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "not the catalog's").unwrap();
+    }
+    let s = MatviewSession::open_with_options(
+        SessionContext::new(),
+        &root.display().to_string(),
+        MatviewOptions {
+            retention: std::time::Duration::ZERO,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    s.sql("CREATE TABLE t AS VALUES (1), (2)").await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT column1 AS x FROM t")
+        .await
+        .unwrap();
+    // A schema named like the catalog's own folder keeps its data apart.
+    s.sql("CREATE SCHEMA _matview").await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW _matview.log AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    s.sql("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap();
+    // Everything is older than the (zero) retention window now.
+    s.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    let files = files_under(root);
+    for stranger in strangers {
+        assert!(
+            files.iter().any(|f| f == stranger),
+            "{stranger} was deleted"
+        );
+    }
+    assert!(
+        !files
+            .iter()
+            .any(|f| f.starts_with("_matview/log/") && !f.ends_with(".json")),
+        "view data under the log folder: {files:?}"
+    );
+    assert_eq!(count(&s, "SELECT count(*) FROM v").await, 3);
+    assert_eq!(count(&s, "SELECT count(*) FROM _matview.log").await, 1);
+    // The snapshot the refresh superseded is gone: only the live one stays.
+    let manifest = s.catalog().current();
+    let v = manifest.views.iter().find(|v| v.name.name == "v").unwrap();
+    let live = v.snapshot_dir(v.snapshot.as_ref().unwrap());
+    let data_dirs: std::collections::BTreeSet<&str> = files
+        .iter()
+        .filter(|f| f.starts_with("public/v/") && f.ends_with(".parquet"))
+        .filter_map(|f| f.rsplit_once('/').map(|(d, _)| d))
+        .collect();
+    assert_eq!(data_dirs, std::collections::BTreeSet::from([live.as_str()]));
+}
+
+#[tokio::test]
+async fn secrets_in_table_options_never_reach_the_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    write_numbers(&dir.path().join("src/a.csv"), 1..=3);
+    let catalog = dir.path().join("cat");
+    let s = open(&catalog).await;
+    let secret = "S3CR3T-do-not-store";
+    // A CSV table keeps its options; a Parquet table loses the encryption
+    // key given as an option (store credentials work the same way).
+    s.sql(&format!(
+        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' 'true', 'format.comment' '#')",
+        dir.path().display()
+    ))
+    .await
+    .unwrap();
+    std::fs::create_dir(dir.path().join("pq")).unwrap();
+    s.sql(&format!(
+        "CREATE EXTERNAL TABLE p (x BIGINT) STORED AS PARQUET LOCATION '{}/pq/' OPTIONS ('format.crypto.file_decryption.footer_key_as_hex' '{secret}')",
+        dir.path().display()
+    ))
+    .await
+    .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW m AS SELECT sum(n) AS total FROM t")
+        .await
+        .unwrap();
+    for file in files_under(&catalog) {
+        let bytes = std::fs::read(catalog.join(&file)).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(secret),
+            "{file} holds the secret"
+        );
+    }
+    let manifest = s.catalog().current();
+    let t = manifest
+        .relations
+        .iter()
+        .find(|r| r.name.name == "t")
+        .unwrap();
+    assert!(t.withheld_options.is_empty());
+    assert!(t.sql.contains("'format.comment' '#'"), "{}", t.sql);
+    let p = manifest
+        .relations
+        .iter()
+        .find(|r| r.name.name == "p")
+        .unwrap();
+    assert_eq!(
+        p.withheld_options,
+        ["format.crypto.file_decryption.footer_key_as_hex"]
+    );
+    assert!(!p.sql.contains("OPTIONS"), "{}", p.sql);
+    // The table without its secret comes back in a new session.
+    drop(s);
+    let s = open(&catalog).await;
+    assert_eq!(count(&s, "SELECT total FROM m").await, 6);
+    assert_eq!(count(&s, "SELECT sum(n) FROM t").await, 6);
+}
