@@ -695,7 +695,9 @@ impl MatviewSession {
     /// adopting results computed the old way (`COPY ... TO`). `name` is
     /// written as in SQL (quote it if needed); `files` are paths or URLs of
     /// object stores registered in the session. The files' columns must be
-    /// the query's. Afterwards the view refreshes like any other.
+    /// the query's. The view's freshness is `unknown` (nothing records which
+    /// state of the sources the data was computed from) and its first
+    /// REFRESH is full; afterwards it refreshes like any other.
     pub async fn adopt(&self, name: &str, query: &str, files: &[String]) -> Result<()> {
         let sql = format!("CREATE MATERIALIZED VIEW {name} AS {query}");
         let state = self.ctx.state();
@@ -791,10 +793,18 @@ impl MatviewSession {
             snapshot: None,
         };
         if import.is_some() || create.with_data {
-            let fingerprints = self
-                .fingerprinter(&manifest)
-                .sources(&entry.definition.sources)
-                .await?;
+            // Adopted data comes with no fingerprints: nothing says which
+            // state of the sources it was computed from (it may predate
+            // their files of today), so the view is `unknown` and its
+            // first refresh is full.
+            let fingerprints = match import {
+                Some(_) => vec![],
+                None => {
+                    self.fingerprinter(&manifest)
+                        .sources(&entry.definition.sources)
+                        .await?
+                }
+            };
             entry.snapshot = Some(match import {
                 Some(files) => {
                     import_snapshot(&state, &self.catalog, &entry, files, fingerprints).await?
@@ -1236,7 +1246,20 @@ impl MatviewSession {
 
     // ---- DROP -----------------------------------------------------------
 
-    async fn drop_views(&self, drop: &DropMaterializedView) -> Result<()> {
+    /// Runs `DROP MATERIALIZED VIEW` as [`Self::sql`] does, and returns
+    /// what CASCADE dropped with the named views: each dependent's name and
+    /// kind (`materialized view`, `view`), in the order PostgreSQL names
+    /// them in its `drop cascades to ...` notices.
+    pub async fn drop_materialized_views(
+        &self,
+        drop: &DropMaterializedView,
+    ) -> Result<Vec<(QualifiedName, &'static str)>> {
+        self.sync().await?;
+        let cascaded = self.drop_views(drop).await?;
+        Ok(cascaded.into_iter().map(|(n, k)| (n, k.as_str())).collect())
+    }
+
+    async fn drop_views(&self, drop: &DropMaterializedView) -> Result<Vec<(QualifiedName, Kind)>> {
         let manifest = self.catalog.reload().await?;
         let mut targets = vec![];
         for name in &drop.names {
@@ -1263,13 +1286,14 @@ impl MatviewSession {
     }
 
     /// Drops `targets` (all of one statement); with `cascade` their
-    /// dependents first, otherwise refuses when there are any.
+    /// dependents first, otherwise refuses when there are any. Returns the
+    /// dependents dropped.
     async fn drop_with_dependents(
         &self,
         manifest: &Manifest,
         targets: &[(QualifiedName, Kind)],
         cascade: bool,
-    ) -> Result<()> {
+    ) -> Result<Vec<(QualifiedName, Kind)>> {
         let dependents = self.dependents(manifest, targets).await?;
         if !dependents.is_empty() && !cascade {
             return Err(Error::DependentObjects {
@@ -1282,12 +1306,10 @@ impl MatviewSession {
                 details: self.describe_dependents(&dependents),
             });
         }
+        let cascaded: Vec<(QualifiedName, Kind)> =
+            dependents.into_iter().map(|(d, k, _, _)| (d, k)).collect();
         // Dependents deepest first, then the targets.
-        let mut order: Vec<(QualifiedName, Kind)> = dependents
-            .into_iter()
-            .rev()
-            .map(|(d, k, _, _)| (d, k))
-            .collect();
+        let mut order: Vec<(QualifiedName, Kind)> = cascaded.iter().rev().cloned().collect();
         order.extend(targets.iter().cloned());
         for (name, kind) in &order {
             if *kind == Kind::View {
@@ -1305,7 +1327,7 @@ impl MatviewSession {
                 .iter()
                 .any(|(n, _)| remembered.relations.iter().any(|r| &r.name == n))
         {
-            return Ok(());
+            return Ok(cascaded);
         }
         let views: Vec<&QualifiedName> = order
             .iter()
@@ -1326,7 +1348,8 @@ impl MatviewSession {
         for name in &dropped {
             self.deregister(name)?;
         }
-        self.cleanup_expired().await
+        self.cleanup_expired().await?;
+        Ok(cascaded)
     }
 
     /// `materialized view m depends on table t`, one line per dependent.
@@ -1584,7 +1607,8 @@ impl MatviewSession {
             }
         }
         // Only view kinds are removed here; tables go with the schema.
-        self.drop_with_dependents(&manifest, &targets, true).await
+        self.drop_with_dependents(&manifest, &targets, true).await?;
+        Ok(())
     }
 
     /// `CREATE [OR REPLACE] TABLE/VIEW` must not replace a materialized view.

@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast::{
     CreateTableOptions, Ident, ObjectName, ObjectType, Query, ShowStatementFilter,
     ShowStatementFilterPosition, Statement as SQLStatement,
 };
-use datafusion::sql::sqlparser::dialect::dialect_from_str;
+use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
@@ -115,16 +115,41 @@ pub fn parse_sql_with_text(
     dialect: &str,
     recursion_limit: usize,
 ) -> Result<Vec<(Statement, String)>> {
-    let dialect = dialect_from_str(dialect).ok_or_else(|| {
-        Error::DataFusion(DataFusionError::Plan(format!(
-            "Unsupported SQL dialect: {dialect}. Available dialects: Generic, MySQL, PostgreSQL, Hive, SQLite, Snowflake, Redshift, MsSQL, ClickHouse, BigQuery, Ansi, DuckDB, Databricks."
-        )))
-    })?;
+    parse_from_line(sql, dialect, recursion_limit, 1)
+}
+
+/// [`parse_sql_with_text`] of text that begins on line `first_line` of a
+/// script: error locations count lines from the script's start.
+fn parse_from_line(
+    sql: &str,
+    dialect: &str,
+    recursion_limit: usize,
+    first_line: u64,
+) -> Result<Vec<(Statement, String)>> {
+    let dialect = dialect_named(dialect)?;
+    let shift = first_line.saturating_sub(1);
+    let moved = |mut at: Location| {
+        if at.line > 0 {
+            at.line += shift;
+        }
+        at
+    };
     let tokens = Tokenizer::new(dialect.as_ref(), sql)
         .tokenize_with_location()
-        .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
+        .map_err(|mut e| {
+            e.location = moved(e.location);
+            datafusion::sql::sqlparser::parser::ParserError::from(e)
+        })?;
+    let tokens = tokens
+        .into_iter()
+        .map(|mut t| {
+            t.span.start = moved(t.span.start);
+            t.span.end = moved(t.span.end);
+            t
+        })
+        .collect();
     let (tokens, suffixes) = strip_with_data(tokens);
-    let offsets = ByteOffsets::new(sql);
+    let offsets = ByteOffsets::new(sql, first_line);
     // A statement's text is the user's own bytes, sliced by token spans:
     // tokens rendered back to text lose escapes (`'O''Brien'` would come
     // back as `'O'Brien'`, and the quote it un-doubled could end the string
@@ -174,6 +199,160 @@ pub fn parse_sql_with_text(
         expecting_delimiter = true;
     }
     Ok(statements)
+}
+
+/// The sqlparser dialect DataFusion calls `name`.
+fn dialect_named(name: &str) -> Result<Box<dyn Dialect>> {
+    dialect_from_str(name).ok_or_else(|| {
+        Error::DataFusion(DataFusionError::Plan(format!(
+            "Unsupported SQL dialect: {name}. Available dialects: Generic, MySQL, PostgreSQL, Hive, SQLite, Snowflake, Redshift, MsSQL, ClickHouse, BigQuery, Ansi, DuckDB, Databricks."
+        )))
+    })
+}
+
+/// The tokens of `sql` in the named dialect, each with the byte range of
+/// the input it was read from (so a statement's text, or a literal in it,
+/// is a slice of the user's input, never a token rendered back to text).
+/// Whitespace and comments are tokens too ([`Token::Whitespace`]).
+pub fn tokenize_with_offsets(
+    sql: &str,
+    dialect: &str,
+) -> Result<Vec<(Token, std::ops::Range<usize>)>> {
+    let dialect = dialect_named(dialect)?;
+    let tokens = Tokenizer::new(dialect.as_ref(), sql)
+        .tokenize_with_location()
+        .map_err(datafusion::sql::sqlparser::parser::ParserError::from)?;
+    let offsets = ByteOffsets::new(sql, 1);
+    Ok(tokens
+        .into_iter()
+        .filter(|t| t.token != Token::EOF)
+        .map(|t| {
+            let start = offsets.of(t.span.start);
+            let end = offsets.of(t.span.end).max(start);
+            (t.token, start..end)
+        })
+        .collect())
+}
+
+/// Whether `text` ends with a whole statement: nothing in it is left open
+/// (a string, a quoted identifier, a comment) and its last token, comments
+/// aside, is `;`. A `;` inside a literal or a comment ends nothing.
+pub fn ends_statement(text: &str, dialect: &str) -> bool {
+    let Some(dialect) = dialect_from_str(dialect) else {
+        return text.trim_end().ends_with(';');
+    };
+    let Ok(tokens) = Tokenizer::new(dialect.as_ref(), text).tokenize() else {
+        // Something is left open (or cannot be read at all): wait for
+        // more, so that a part of a literal never runs as a statement.
+        return false;
+    };
+    tokens
+        .iter()
+        .rev()
+        .find(|t| !matches!(t, Token::Whitespace(_) | Token::EOF))
+        .is_some_and(|t| *t == Token::SemiColon)
+}
+
+/// Splits a script read line by line into runs of whole statements, as
+/// `dfmv -f` reads files: a statement ends at the end of a line with a `;`
+/// followed by nothing or a comment, when that line leaves it complete
+/// (see [`ends_statement`]), so a `;` at the end of a line inside a
+/// string, a quoted identifier or a comment ends nothing. Between
+/// statements, lines starting with `--` or `#!` are skipped. Each run is
+/// the user's exact bytes, for [`ScriptChunk::parse`]. A string left open
+/// takes the rest of the script into its statement, whose error is then
+/// reported: no part of a literal ever runs as a statement.
+#[derive(Debug, Default)]
+pub struct ScriptSplitter {
+    pending: String,
+    /// Lines pushed so far.
+    lines: u64,
+    /// The line `pending` begins on.
+    first_line: u64,
+}
+
+impl ScriptSplitter {
+    /// A splitter between statements.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether no statement has begun (only blank lines since the last).
+    pub fn is_between_statements(&self) -> bool {
+        self.pending.trim().is_empty()
+    }
+
+    /// Adds one line as read, with its line ending (only the last line of
+    /// a script may have none); returns the statements it completes, if
+    /// it completes any. `dialect` is the one in force now (a script can
+    /// change it).
+    pub fn push_line(&mut self, line: &str, dialect: &str) -> Option<ScriptChunk> {
+        self.lines += 1;
+        if self.is_between_statements() && (line.starts_with("--") || line.starts_with("#!")) {
+            // Blank lines before it are dropped with it: the next
+            // statement's text begins on the line after it.
+            self.pending.clear();
+            return None;
+        }
+        if self.pending.is_empty() {
+            self.first_line = self.lines;
+        }
+        self.pending.push_str(line);
+        if may_end_statement(line) && ends_statement(&self.pending, dialect) {
+            return self.take();
+        }
+        None
+    }
+
+    /// Skips a line that is not SQL (a backslash command between
+    /// statements), keeping the count of lines.
+    pub fn skip_line(&mut self) {
+        self.lines += 1;
+        self.pending.clear();
+    }
+
+    /// What is left at the end of the script, if it holds anything.
+    pub fn finish(&mut self) -> Option<ScriptChunk> {
+        if self.is_between_statements() {
+            self.pending.clear();
+            return None;
+        }
+        self.take()
+    }
+
+    fn take(&mut self) -> Option<ScriptChunk> {
+        Some(ScriptChunk {
+            text: std::mem::take(&mut self.pending),
+            first_line: self.first_line,
+        })
+    }
+}
+
+/// Whether a line can be the last of a statement: a `;` in it is followed
+/// by nothing or a comment. Only then is the statement tokenized (a long
+/// INSERT whose values hold `;` is not tokenized at every line).
+fn may_end_statement(line: &str) -> bool {
+    line.match_indices(';').any(|(at, _)| {
+        let rest = line[at + 1..].trim_start();
+        rest.is_empty() || rest.starts_with("--") || rest.starts_with("/*") || rest.starts_with('#')
+    })
+}
+
+/// Whole statements of a script, as [`ScriptSplitter`] yields them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptChunk {
+    /// The user's bytes.
+    pub text: String,
+    /// The line of the script the text begins on, from 1.
+    pub first_line: u64,
+}
+
+impl ScriptChunk {
+    /// [`parse_sql_with_text`] of the chunk, with the lines of error
+    /// locations counted from the start of the script.
+    pub fn parse(&self, dialect: &str, recursion_limit: usize) -> Result<Vec<(Statement, String)>> {
+        parse_from_line(&self.text, dialect, recursion_limit, self.first_line)
+    }
 }
 
 /// Whether an option of `CREATE EXTERNAL TABLE ... OPTIONS (...)` carries
@@ -255,7 +434,7 @@ pub fn without_secret_options(sql: &str, dialect: &str) -> Result<(String, Vec<S
     let Some(close) = close else {
         return Ok((sql.to_owned(), vec![]));
     };
-    let offsets = ByteOffsets::new(sql);
+    let offsets = ByteOffsets::new(sql, 1);
     let mut kept = vec![];
     let mut withheld = vec![];
     for item in items.iter().filter(|item| !item.is_empty()) {
@@ -382,23 +561,28 @@ struct DataSuffix {
 }
 
 /// Byte offsets of the tokenizer's (line, column) locations, which count
-/// characters from 1.
+/// characters from 1 (lines from `first_line`, the line the text begins on).
 struct ByteOffsets<'a> {
     text: &'a str,
+    first_line: u64,
     line_starts: Vec<usize>,
 }
 
 impl<'a> ByteOffsets<'a> {
-    fn new(text: &'a str) -> Self {
+    fn new(text: &'a str, first_line: u64) -> Self {
         let line_starts = std::iter::once(0)
             .chain(text.match_indices('\n').map(|(i, _)| i + 1))
             .collect();
-        Self { text, line_starts }
+        Self {
+            text,
+            first_line,
+            line_starts,
+        }
     }
 
     fn of(&self, at: Location) -> usize {
         let Some(&line_start) = (at.line as usize)
-            .checked_sub(1)
+            .checked_sub(self.first_line.max(1) as usize)
             .and_then(|line| self.line_starts.get(line))
         else {
             return if at.line == 0 { 0 } else { self.text.len() };
@@ -644,6 +828,8 @@ mod tests {
         // A doubled quote is not the end of the string: one statement.
         let injection = "SELECT 'x''; DROP MATERIALIZED VIEW victim; SELECT ''y' AS s";
         assert_eq!(texts(injection, "generic"), [injection]);
+        // Comments inside a statement are part of its text; a comment
+        // after its last token is not.
         assert_eq!(
             texts(
                 "SELECT 'O''Brien' AS \"x\"\"y\"; SELECT /* ; */ 2 /* ; */",
@@ -671,6 +857,32 @@ mod tests {
                 "CREATE MATERIALIZED VIEW w AS SELECT 1 WITH  DATA"
             ]
         );
+    }
+
+    #[test]
+    fn a_script_splits_at_lines_that_complete_a_statement() {
+        let script = "-- head; er\nSELECT 'a;\n' AS s;\n\n-- c;\n\nSELECT\n  1; -- one; two\nSELECT 2; /* ; */\n#! no\nSELECT $$;\n$$";
+        let mut splitter = ScriptSplitter::new();
+        let mut chunks = vec![];
+        for line in script.split_inclusive('\n') {
+            chunks.extend(splitter.push_line(line, "postgresql"));
+        }
+        chunks.extend(splitter.finish());
+        let chunk = |text: &str, first_line| ScriptChunk {
+            text: text.into(),
+            first_line,
+        };
+        assert_eq!(
+            chunks,
+            [
+                chunk("SELECT 'a;\n' AS s;\n", 2),
+                chunk("\nSELECT\n  1; -- one; two\n", 6),
+                chunk("SELECT 2; /* ; */\n", 9),
+                chunk("SELECT $$;\n$$", 11),
+            ]
+        );
+        assert!(may_end_statement("  1; -- x\n") && may_end_statement("x;/* y */"));
+        assert!(!may_end_statement("('a;b'),\n") && !may_end_statement("SELECT 1\n"));
     }
 
     #[test]

@@ -745,6 +745,48 @@ async fn existing_parquet_results_can_be_adopted() {
     assert!(s.sql("SELECT * FROM wrong").await.is_err());
 }
 
+/// Adopted data may predate the sources' files of today: nothing records
+/// which state it was computed from, so the view is not fresh and its
+/// first refresh is full (it was `fresh` and a `no_op` once).
+#[tokio::test]
+async fn adopted_data_is_not_trusted_as_fresh() {
+    let (dir, s) = temp_session().await;
+    let source = Source::new();
+    source.write("a.csv", &[(1, "a"), (2, "b")]);
+    s.sql(&source.register_sql("people")).await.unwrap();
+    let old = dir.path().join("old.parquet").display().to_string();
+    rows(
+        &s,
+        &format!("COPY (SELECT count(*) AS n FROM people) TO '{old}'"),
+    )
+    .await;
+    source.write("b.csv", &[(3, "c")]);
+    s.adopt(
+        "n",
+        "SELECT count(*) AS n FROM people",
+        std::slice::from_ref(&old),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&s, "SELECT n FROM n").await, [2]);
+    let freshness = rows(&s, "SELECT freshness FROM materialized_views()").await;
+    assert_eq!(
+        freshness[0].column(0).as_string::<i32>().value(0),
+        "unknown"
+    );
+    let statements =
+        datafusion_matview::sql::parse_sql("REFRESH MATERIALIZED VIEW n", "generic", 50).unwrap();
+    let [datafusion_matview::sql::Statement::Refresh(refresh)] = statements.as_slice() else {
+        panic!("{statements:?}")
+    };
+    let outcomes = s.refresh(refresh).await.unwrap();
+    assert_eq!(outcomes.last().map(|o| o.mode), Some("full"));
+    assert_eq!(ids(&s, "SELECT n FROM n").await, [3]);
+    // From then on it is fresh, as any view.
+    let outcomes = s.refresh(refresh).await.unwrap();
+    assert_eq!(outcomes.last().map(|o| o.mode), Some("no_op"));
+}
+
 /// DataFusion caches directory listings for the life of a session; a
 /// refresh must still see files added to a source since it was last read.
 #[tokio::test]

@@ -52,7 +52,8 @@ impl Dir {
             .env("DFMV_CATALOG", self.join("catalog"))
             .env("HOME", self.path())
             .env_remove("RUST_LOG")
-            .env_remove("DFMV_WARN_VIEW_SIZE");
+            .env_remove("DFMV_WARN_VIEW_SIZE")
+            .env_remove("DFMV_PROGRESS_DELAY_MS");
         command
     }
 
@@ -486,6 +487,306 @@ fn bad_input_fails_with_a_clear_message_and_status() {
     );
 }
 
+#[test]
+fn script_errors_name_the_line_of_the_script() {
+    let dir = Dir::new();
+    dir.write(
+        "lines.sql",
+        "SELECT 1 AS a;\n-- two\n\nSELECT 'x;\ny' AS b,\n  (1 +) AS c;\nSELECT 2 AS d;\n",
+    );
+    let run = dir.dfmv(&["-q", "--format", "csv", "-f", "lines.sql"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(run.stdout, "a\n1\nd\n2\n");
+    assert_eq!(
+        run.stderr,
+        "Error: SQL error: ParserError(\"Expected: an expression, found: ) at Line: 6, Column: 7\")\n"
+    );
+}
+
+// ---- a statement's text is the user's bytes ---------------------------------------
+
+/// A string literal whose doubled quotes enclose what looks like statements.
+const INJECTION: &str = "SELECT 'x''; DROP MATERIALIZED VIEW victim; SELECT ''y' AS s";
+/// What it returns, as nd-json.
+const INJECTED: &str = r#"{"s":"x'; DROP MATERIALIZED VIEW victim; SELECT 'y"}"#;
+/// The same across lines, each ending with `;` inside the string.
+const INJECTION_LINES: &str = "SELECT 'x'';\nDROP MATERIALIZED VIEW victim;\nSELECT ''y' AS s;\n";
+const INJECTED_LINES: &str = r#"{"s":"x';\nDROP MATERIALIZED VIEW victim;\nSELECT 'y"}"#;
+
+impl Dir {
+    /// dfmv with `args` and `input` piped to it.
+    fn dfmv_stdin(&self, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self
+            .command(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("dfmv runs");
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.as_bytes()).unwrap();
+        drop(stdin);
+        let output = child.wait_with_output().unwrap();
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    fn create_victim(&self) {
+        self.ok(&[
+            "-q",
+            "-c",
+            "CREATE MATERIALIZED VIEW victim AS SELECT 1 AS x",
+        ]);
+    }
+
+    fn assert_victim_survived(&self) {
+        assert_eq!(
+            self.ok(&["-q", "--format", "csv", "-c", "SELECT x FROM victim"]),
+            "x\n1\n"
+        );
+    }
+}
+
+#[test]
+fn a_doubled_quote_never_ends_a_string_through_c_f_stdin_and_i() {
+    let dir = Dir::new();
+    dir.create_victim();
+    let json = ["-q", "--format", "nd-json"];
+
+    let run = dir.dfmv(&[&json[..], &["-c", INJECTION]].concat());
+    assert_eq!((run.code, run.stdout.trim_end()), (0, INJECTED), "{run:#?}");
+
+    let script = format!("{INJECTION};\n{INJECTION_LINES}");
+    let expected = format!("{INJECTED}\n{INJECTED_LINES}\n");
+    dir.write("inject.sql", &script);
+    let run = dir.dfmv(&[&json[..], &["-f", "inject.sql"]].concat());
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, expected.as_str(), ""),
+        "-f"
+    );
+    let run = dir.dfmv(&[&json[..], &["-c", "\\i inject.sql"]].concat());
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, expected.as_str(), ""),
+        "\\i"
+    );
+    let run = dir.dfmv_stdin(&json, &script);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, expected.as_str(), ""),
+        "stdin"
+    );
+    dir.assert_victim_survived();
+}
+
+#[test]
+fn the_prompt_waits_for_the_end_of_a_string() {
+    let dir = Dir::new();
+    dir.create_victim();
+    let mut command = dir.command(&["--format", "nd-json"]);
+    command.env("TERM", "xterm");
+    let options = rexpect::reader::Options::new()
+        .timeout_ms(Some(60_000))
+        .strip_ansi_escape_codes(true);
+    let mut p = rexpect::session::spawn_with_options(command, options).expect("pty");
+    p.exp_string("> ").unwrap();
+    p.send_line(&format!("{INJECTION};")).unwrap();
+    p.exp_string(INJECTED).unwrap();
+    p.exp_string("> ").unwrap();
+    // Each line ends with `;` inside the string: the prompt waits for more.
+    for line in INJECTION_LINES.lines() {
+        p.send_line(line).unwrap();
+    }
+    p.exp_string(INJECTED_LINES).unwrap();
+    p.exp_string("> ").unwrap();
+    p.send_line("SELECT count(*) AS s FROM victim;").unwrap();
+    p.exp_string(r#"{"s":1}"#).unwrap();
+    p.send_line("\\q").unwrap();
+    p.exp_eof().unwrap();
+    dir.assert_victim_survived();
+}
+
+#[test]
+fn escaped_quotes_keep_their_meaning() {
+    let dir = Dir::new();
+    assert_eq!(
+        dir.ok(&["-q", "-c", "SELECT 'O''Brien' AS n"]),
+        "+---------+\n| n       |\n+---------+\n| O'Brien |\n+---------+\n"
+    );
+    assert_eq!(
+        dir.ok(&["-q", "-c", "SELECT 1 AS \"x\"\"y\""]),
+        "+-----+\n| x\"y |\n+-----+\n| 1   |\n+-----+\n"
+    );
+    // A materialized view keeps them too.
+    dir.write(
+        "quotes.sql",
+        "CREATE MATERIALIZED VIEW \"m\"\"v\" AS\n  SELECT 'O''Brien' AS n, 'a;\nb' AS \"x\"\"y\";\n\
+         SELECT * FROM \"m\"\"v\";\n",
+    );
+    assert_eq!(
+        dir.ok(&["-q", "--format", "nd-json", "-f", "quotes.sql"]),
+        "{\"n\":\"O'Brien\",\"x\\\"y\":\"a;\\nb\"}\n"
+    );
+}
+
+#[test]
+fn a_location_and_names_with_quotes_are_remembered_as_written() {
+    let dir = Dir::new();
+    dir.write("it's data/a.csv", "k,v\nx,1\ny,2\n");
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE EXTERNAL TABLE \"q\"\"t\" STORED AS CSV LOCATION 'it''s data/' \
+         OPTIONS ('format.has_header' 'true')",
+        "-c",
+        "CREATE VIEW \"x\"\"y\" AS SELECT 'O''Brien' AS n, sum(v) AS total FROM \"q\"\"t\"",
+        "-c",
+        "CREATE MATERIALIZED VIEW m AS SELECT * FROM \"x\"\"y\"",
+    ]);
+    // A second process restores the table and the view from the catalog,
+    // with no warning, and reads the files added since.
+    dir.write("it's data/b.csv", "k,v\nz,4\n");
+    let run = dir.dfmv(&[
+        "--format",
+        "csv",
+        "-c",
+        "SELECT * FROM \"x\"\"y\"",
+        "-c",
+        "SELECT * FROM m",
+        "-c",
+        "REFRESH MATERIALIZED VIEW m",
+        "-c",
+        "SELECT * FROM m",
+    ]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:#?}");
+    let fetched = "1 row(s) fetched. \nElapsed X seconds.\n\n";
+    assert_eq!(
+        normalize(&run.stdout),
+        format!(
+            "{}n,total\nO'Brien,7\n{fetched}\
+             n,total\nO'Brien,3\n{fetched}\
+             REFRESH MATERIALIZED VIEW m: full, 1 row written in X s\n\
+             n,total\nO'Brien,7\n{fetched}",
+            banner()
+        )
+    );
+}
+
+#[test]
+fn drop_cascade_says_what_it_dropped() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW base AS SELECT 1 AS x",
+        "-c",
+        "CREATE VIEW \"pl\"\"ain\" AS SELECT x FROM base",
+        "-c",
+        "CREATE MATERIALIZED VIEW top AS SELECT x FROM \"pl\"\"ain\"",
+        "-c",
+        "CREATE MATERIALIZED VIEW other AS SELECT 2 AS y",
+    ]);
+    let run = dir.dfmv(&["-c", "DROP MATERIALIZED VIEW base CASCADE"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.stderr,
+        "NOTICE: drop cascades to view \"pl\"\"ain\"\n\
+         NOTICE: drop cascades to materialized view top\n"
+    );
+    assert_eq!(
+        normalize(&run.stdout),
+        format!("{}0 row(s) fetched. \nElapsed X seconds.\n\n", banner())
+    );
+    assert_eq!(
+        dir.ok(&[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT table_name FROM materialized_views()",
+            "-c",
+            "SELECT count(*) AS n FROM information_schema.tables WHERE table_name = 'pl\"ain'",
+        ]),
+        "table_name\nother\nn\n0\n"
+    );
+    // Without dependents there is nothing to say; --quiet says nothing.
+    let run = dir.dfmv(&["-c", "DROP MATERIALIZED VIEW other CASCADE"]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:#?}");
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW a AS SELECT 1 AS x",
+        "-c",
+        "CREATE MATERIALIZED VIEW b AS SELECT x FROM a",
+    ]);
+    let run = dir.dfmv(&["-q", "-c", "DROP MATERIALIZED VIEW a CASCADE"]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "", "")
+    );
+}
+
+#[test]
+fn a_catalog_location_that_cannot_be_one_says_why() {
+    let dir = Dir::new();
+    dir.write("afile", "not a catalog");
+    let file = dir.join("afile").display().to_string();
+    let under = dir.join("afile/sub").display().to_string();
+    let url = format!("file://{file}");
+    let cases = [
+        (
+            "bogus://x/y",
+            "Error: catalog location \"bogus://x/y\" has an unknown scheme \"bogus\"; \
+             use a folder or a URL of s3://, gs://, gcs://, oss://, cos://, http(s):// or memory://\n"
+                .to_owned(),
+        ),
+        (
+            file.as_str(),
+            format!("Error: catalog location \"{file}\" is not a folder\n"),
+        ),
+        (
+            url.as_str(),
+            format!("Error: catalog location \"{url}\" is not a folder\n"),
+        ),
+        (
+            under.as_str(),
+            format!("Error: catalog location \"{under}\" is not a folder: \"{file}\" is a file\n"),
+        ),
+    ];
+    for (catalog, expected) in &cases {
+        for args in [
+            &["--catalog", catalog, "-q", "-c", "SELECT 1"][..],
+            &["--catalog", catalog, "recover"][..],
+        ] {
+            let run = dir.dfmv(args);
+            assert_eq!(
+                (run.code, run.stdout.as_str()),
+                (1, expected.as_str()),
+                "{args:?}"
+            );
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "not a catalog");
+    // memory:// is a catalog for one process.
+    assert_eq!(
+        dir.ok(&[
+            "--catalog",
+            "memory:///c",
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT 1 AS one"
+        ]),
+        "one\n1\n"
+    );
+}
+
 // ---- adoption ---------------------------------------------------------------------
 
 #[test]
@@ -604,36 +905,164 @@ fn adoption_reports_views_it_cannot_take() {
     ]);
     dir.write(
         "legacy/state.sql",
-        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'data/t.csv';\n",
+        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'data/t.csv';\n\
+         \n-- a view\nCREATE VIEW w AS SELEC 1;\n",
     );
     dir.write(
         "legacy/views/manifest.json",
         r#"{"views": {
-            "bad_sql": {"sql": "SELEC a FROM t", "parquet_path": "wrong.parquet"},
+            "bad_sql": {"sql": "SELECT a FRM t", "parquet_path": "wrong.parquet"},
             "no_path": {"sql": "SELECT a FROM t"},
+            "two": {"sql": "SELECT a FROM t; DROP TABLE t", "parquet_path": "wrong.parquet"},
             "wrong": {"sql": "SELECT a FROM t", "parquet_path": "wrong.parquet"}
         }}"#,
     );
     let run = dir.dfmv(&["-q", "adopt", "legacy"]);
     assert_eq!(run.code, 1, "{run:#?}");
     let lines: Vec<&str> = run.stdout.lines().collect();
-    assert_eq!(lines[0], "state.sql: 1 statement run");
-    assert!(
-        lines[1].starts_with("not adopted bad_sql: SQL error: ParserError"),
-        "{lines:?}"
+    // Syntax errors are located in the user's text: state.sql's line, and
+    // the column in the manifest's query.
+    assert_eq!(
+        lines[0],
+        "state.sql: SQL error: ParserError(\"Expected: SELECT, VALUES, or a subquery in the query body, found: SELEC at Line: 4, Column: 18\")"
     );
+    assert_eq!(lines[1], "state.sql: 1 statement run, 1 failed");
     assert_eq!(
         lines[2],
+        "not adopted bad_sql: SQL error: ParserError(\"Expected: end of statement, found: t at Line: 1, Column: 14\")"
+    );
+    assert_eq!(
+        lines[3],
         "not adopted no_path: no \"parquet_path\" in the manifest"
     );
+    assert_eq!(
+        lines[4],
+        "not adopted two: the query must be a single SELECT"
+    );
     assert!(
-        lines[3].starts_with("not adopted wrong: the columns of ")
-            && lines[3].contains("(other Int64) are not those of the view's query (a Int64)"),
+        lines[5].starts_with("not adopted wrong: the columns of ")
+            && lines[5].contains("(other Int64) are not those of the view's query (a Int64)"),
         "{lines:?}"
     );
-    assert_eq!(lines[4], "0 of 3 views adopted, 3 not adopted");
+    assert_eq!(lines[6], "0 of 4 views adopted, 4 not adopted");
+    // The second statement of "two" did not run.
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT a FROM t"]),
+        "a\n1\n"
+    );
     // Nothing half-adopted is left behind.
     assert_eq!(dir.ok(&["-q", "-c", "\\dm"]), "");
+}
+
+/// A legacy folder whose view `n` counted the rows of `it's data/` when
+/// it held only a.csv; b.csv came later. state.sql also holds what adopting
+/// must not run unasked (a COPY that would overwrite the view's data, a
+/// DROP).
+fn legacy_with_a_stale_count(dir: &Dir) {
+    dir.write("legacy/it's data/a.csv", "x\n1\n2\n");
+    dir.ok(&[
+        "--catalog",
+        dir.join("scratch").to_str().unwrap(),
+        "-q",
+        "-c",
+        "CREATE EXTERNAL TABLE src STORED AS CSV LOCATION 'legacy/it''s data/'",
+        "-c",
+        "COPY (SELECT count(*) AS n FROM src) TO 'legacy/views/n.parquet' STORED AS PARQUET",
+    ]);
+    dir.write("legacy/it's data/b.csv", "x\n3\n");
+    dir.write(
+        "legacy/state.sql",
+        "-- set-up; the old way\n\
+         CREATE EXTERNAL TABLE src STORED AS CSV /* ; */ LOCATION 'it''s data/';\n\
+         COPY (SELECT count(*) AS n FROM src)\n  TO 'views/n.parquet' STORED AS PARQUET;\n\
+         DROP TABLE IF EXISTS old_src;\n",
+    );
+    dir.write(
+        "legacy/views/manifest.json",
+        r#"{"views": {"n": {"sql": "SELECT count(*) AS n FROM src", "parquet_path": "n.parquet"}}}"#,
+    );
+}
+
+#[test]
+fn adopt_runs_only_definitions_and_adopted_views_start_unknown() {
+    let dir = Dir::new();
+    legacy_with_a_stale_count(&dir);
+    let run = dir.dfmv(&["adopt", "legacy"]);
+    assert_eq!((run.code, run.stderr.as_str()), (0, ""), "{run:#?}");
+    let not_run = "state.sql: not run (adopting runs only CREATE EXTERNAL TABLE, CREATE VIEW and SET; --run-all runs everything):";
+    assert_eq!(
+        run.stdout,
+        format!(
+            "{not_run} COPY (SELECT count(*) AS n FROM src) TO 'views/n.parquet' STORED AS PARQUET\n\
+             {not_run} DROP TABLE IF EXISTS old_src\n\
+             state.sql: 1 statement run, 2 not run\n\
+             adopted n (1 row)\n\
+             1 of 1 view adopted\n"
+        )
+    );
+    // The COPY did not run: the view holds the old count, and nothing says
+    // it is fresh; its first REFRESH is full and counts b.csv too.
+    let run = dir.dfmv(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT n FROM n",
+        "-c",
+        "SELECT freshness FROM materialized_views()",
+    ]);
+    assert_eq!(run.stdout, "n\n2\nfreshness\nunknown\n", "{run:#?}");
+    let run = dir.dfmv(&["-c", "REFRESH MATERIALIZED VIEW n"]);
+    assert_eq!(
+        normalize(&run.stdout),
+        format!(
+            "{}REFRESH MATERIALIZED VIEW n: full, 1 row written in X s\n",
+            banner()
+        ),
+        "{run:#?}"
+    );
+    let run = dir.dfmv(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT n FROM n",
+        "-c",
+        "SELECT freshness FROM materialized_views()",
+        "-c",
+        "REFRESH MATERIALIZED VIEW n",
+    ]);
+    assert_eq!(run.stdout, "n\n3\nfreshness\nfresh\n", "{run:#?}");
+}
+
+#[test]
+fn adopt_run_all_runs_every_statement_of_state_sql() {
+    let dir = Dir::new();
+    legacy_with_a_stale_count(&dir);
+    // Run in the folder, where its relative COPY target means what it meant.
+    let output = dir
+        .command(&["-q", "adopt", "--run-all", "."])
+        .current_dir(dir.join("legacy"))
+        .output()
+        .unwrap();
+    let run = Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert_eq!(
+        (run.code, run.stdout.as_str()),
+        (
+            0,
+            "state.sql: 3 statements run\nadopted n (1 row)\n1 of 1 view adopted\n"
+        ),
+        "{run:#?}"
+    );
+    // The COPY ran first and rewrote the data adopted.
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT n FROM n"]),
+        "n\n3\n"
+    );
 }
 
 // ---- progress and quiet ------------------------------------------------------------
@@ -678,7 +1107,11 @@ fn no_progress_indicator_when_piped_and_quiet_prints_only_results() {
 fn progress_indicator_on_a_terminal() {
     let dir = Dir::new();
     let mut command = dir.command(&["-c", SLOW_VIEW]);
-    command.env("TERM", "xterm");
+    // Shown from the first report (at once), however fast the machine and
+    // the build: no race with the end of the work.
+    command
+        .env("TERM", "xterm")
+        .env("DFMV_PROGRESS_DELAY_MS", "0");
     let options = rexpect::reader::Options::new()
         .timeout_ms(Some(120_000))
         .strip_ansi_escape_codes(true);

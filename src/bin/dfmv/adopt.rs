@@ -2,22 +2,25 @@
 //! that creates the source tables and a `views/manifest.json` that lists
 //! each view's query and the Parquet data it was last computed into.
 //!
-//! state.sql runs first (so its tables are remembered by the catalog,
-//! with relative LOCATIONs made absolute); then every view becomes a
+//! What state.sql defines runs first (CREATE EXTERNAL TABLE, CREATE VIEW
+//! and SET, read as `dfmv -f` reads a script; the rest only with
+//! `--run-all`), so its tables are remembered by the catalog, with
+//! relative LOCATIONs made absolute; then every view becomes a
 //! materialized view whose first snapshot is a copy of its Parquet data,
-//! after the library has checked the columns. Each view is reported as
+//! after the library has checked the columns. Its freshness is unknown
+//! until its first REFRESH, which is full. Each view is reported as
 //! adopted or not, and why.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use datafusion::sql::parser::Statement as DFStatement;
 use datafusion::sql::sqlparser::ast::{ObjectName, Statement as SQLStatement};
-use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use datafusion::sql::sqlparser::keywords::Keyword;
-use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
+use datafusion::sql::sqlparser::tokenizer::Token;
 use datafusion_matview::spec::QualifiedName;
-use datafusion_matview::sql::{Statement, parse_sql_with_text, quote_ident};
+use datafusion_matview::sql::{
+    ScriptSplitter, Statement, parse_sql, quote_ident, tokenize_with_offsets,
+};
 
 use crate::context;
 use crate::display;
@@ -75,60 +78,41 @@ fn resolve(path: &str, bases: &[&Path]) -> PathBuf {
 }
 
 /// The statement text with a relative `LOCATION '...'` made absolute, so
-/// the remembered table is found from any working directory.
+/// the remembered table is found from any working directory. Only that
+/// literal is replaced; every other byte is the user's.
 fn absolute_locations(text: &str, dialect: &str, bases: &[&Path]) -> String {
-    let Some(dialect) = dialect_from_str(dialect) else {
+    let Ok(tokens) = tokenize_with_offsets(text, dialect) else {
         return text.to_owned();
     };
-    let Ok(mut tokens) = Tokenizer::new(dialect.as_ref(), text)
-        .with_unescape(false)
-        .tokenize()
-    else {
-        return text.to_owned();
-    };
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
     let mut after_location = false;
-    for token in &mut tokens {
-        match token {
+    for (token, range) in tokens {
+        match &token {
             Token::Whitespace(_) => continue,
-            Token::Word(w) if w.keyword == Keyword::LOCATION => {
+            Token::Word(w) if w.keyword == Keyword::LOCATION && w.quote_style.is_none() => {
                 after_location = true;
                 continue;
             }
+            // The tokenizer has undone the doubled quotes of the literal.
             Token::SingleQuotedString(location)
                 if after_location
                     && !context::is_remote(location)
                     && !Path::new(location.as_str()).is_absolute() =>
             {
-                let path = resolve(&location.replace("''", "'"), bases);
-                *location = path.to_string_lossy().replace('\'', "''");
+                let path = resolve(location, bases);
+                out.push_str(&text[copied..range.start]);
+                out.push('\'');
+                out.push_str(&path.to_string_lossy().replace('\'', "''"));
+                out.push('\'');
+                copied = range.end;
             }
             _ => {}
         }
         after_location = false;
     }
-    tokens.iter().map(ToString::to_string).collect()
-}
-
-/// Splits a script into statements as `dfmv -f` does (a statement ends at
-/// a line ending with `;`; `--` and `#!` lines are skipped).
-fn script_chunks(text: &str) -> Vec<String> {
-    let mut chunks = vec![];
-    let mut chunk = String::new();
-    for line in text.as_bytes().lines().map_while(std::result::Result::ok) {
-        if line.starts_with("--") || line.starts_with("#!") {
-            continue;
-        }
-        let line = line.trim_end();
-        chunk.push_str(line);
-        chunk.push('\n');
-        if line.ends_with(';') {
-            chunks.push(std::mem::take(&mut chunk));
-        }
-    }
-    if !chunk.trim().is_empty() {
-        chunks.push(chunk);
-    }
-    chunks
+    out.push_str(&text[copied..]);
+    out
 }
 
 /// What a statement of state.sql creates, if it is a table or view.
@@ -147,15 +131,62 @@ fn created_name(statement: &Statement) -> Option<&ObjectName> {
     }
 }
 
-/// Runs state.sql; returns whether every statement ran (or was skipped).
-async fn run_state(app: &App, dir: &Path, text: &str, views: &[QualifiedName]) -> bool {
+/// Whether adopting needs `statement`: what defines the sources of the
+/// views (CREATE EXTERNAL TABLE, CREATE VIEW) and settings (SET).
+/// Anything else (COPY, INSERT, DROP, ...) could change or remove data.
+fn needed_to_adopt(statement: &Statement) -> bool {
+    let Statement::DataFusion(statement) = statement else {
+        return false;
+    };
+    match statement.as_ref() {
+        DFStatement::CreateExternalTable(_) => true,
+        DFStatement::Statement(inner) => {
+            matches!(
+                inner.as_ref(),
+                SQLStatement::CreateView(v) if !v.materialized
+            ) || matches!(inner.as_ref(), SQLStatement::Set(_))
+        }
+        _ => false,
+    }
+}
+
+/// One line for a statement in a message: its text with runs of
+/// whitespace as one space.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Runs state.sql (only what adopting needs, unless `run_all`); returns
+/// whether every statement ran or was skipped on purpose.
+async fn run_state(
+    app: &App,
+    dir: &Path,
+    text: &str,
+    views: &[QualifiedName],
+    run_all: bool,
+) -> bool {
     let session = &app.session;
-    let (dialect, recursion_limit) = context::parser_settings(session.context());
     let cwd = std::env::current_dir().unwrap_or_else(|_| dir.to_path_buf());
     let bases = [dir, cwd.as_path()];
-    let (mut ran, mut skipped, mut failed) = (0, vec![], 0);
-    for chunk in script_chunks(text) {
-        let statements = match parse_sql_with_text(&chunk, &dialect, recursion_limit) {
+    let (mut ran, mut skipped, mut not_run, mut failed) = (0, vec![], 0, 0);
+    // Read as `dfmv -f` reads a script; each statement runs as the user's
+    // exact bytes (only a relative LOCATION is made absolute).
+    let mut splitter = ScriptSplitter::new();
+    let mut lines = text.split_inclusive('\n');
+    loop {
+        // The dialect in force now: a SET of the script can change it.
+        let (dialect, recursion_limit) = context::parser_settings(session.context());
+        let chunk = match lines.next() {
+            Some(line) => match splitter.push_line(line, &dialect) {
+                Some(chunk) => chunk,
+                None => continue,
+            },
+            None => match splitter.finish() {
+                Some(chunk) => chunk,
+                None => break,
+            },
+        };
+        let statements = match chunk.parse(&dialect, recursion_limit) {
             Ok(statements) => statements,
             Err(e) => {
                 println!("state.sql: {e}");
@@ -164,6 +195,14 @@ async fn run_state(app: &App, dir: &Path, text: &str, views: &[QualifiedName]) -
             }
         };
         for (statement, text) in statements {
+            if !run_all && !needed_to_adopt(&statement) {
+                println!(
+                    "state.sql: not run (adopting runs only CREATE EXTERNAL TABLE, CREATE VIEW and SET; --run-all runs everything): {}",
+                    one_line(&text)
+                );
+                not_run += 1;
+                continue;
+            }
             if let Some(name) = created_name(&statement) {
                 let Ok(name) = qualify(session, name) else {
                     continue;
@@ -205,6 +244,9 @@ async fn run_state(app: &App, dir: &Path, text: &str, views: &[QualifiedName]) -
         "state.sql: {ran} statement{} run",
         if ran == 1 { "" } else { "s" }
     );
+    if not_run > 0 {
+        line.push_str(&format!(", {not_run} not run"));
+    }
     if failed > 0 {
         line.push_str(&format!(", {failed} failed"));
     }
@@ -248,7 +290,7 @@ fn parquet_files(path: &Path) -> Result<Vec<String>, String> {
 
 /// Adopts `dir`; prints one line per view and a summary. Returns whether
 /// everything was adopted.
-pub async fn adopt(app: &App, dir: &Path) -> Result<bool> {
+pub async fn adopt(app: &App, dir: &Path, run_all: bool) -> Result<bool> {
     let session = &app.session;
     let views_dir = dir.join("views");
     let manifest_path = views_dir.join("manifest.json");
@@ -265,7 +307,7 @@ pub async fn adopt(app: &App, dir: &Path) -> Result<bool> {
         let state = std::fs::read_to_string(&state_path)
             .map_err(|e| format!("cannot read {}: {e}", state_path.display()))?;
         let names: Vec<QualifiedName> = views.iter().map(|v| qualified(&v.name)).collect();
-        ok &= run_state(app, dir, &state, &names).await;
+        ok &= run_state(app, dir, &state, &names, run_all).await;
     }
 
     let (mut adopted, mut failed) = (0, 0);
@@ -285,6 +327,15 @@ pub async fn adopt(app: &App, dir: &Path) -> Result<bool> {
                 .map(|s| s.trim().trim_end_matches(';').trim_end())
                 .filter(|s| !s.is_empty())
                 .ok_or("no \"sql\" in the manifest")?;
+            // Parsed here too, so a syntax error's columns count from the
+            // manifest's own text.
+            let (dialect, recursion_limit) = context::parser_settings(session.context());
+            let parsed = parse_sql(sql, &dialect, recursion_limit).map_err(|e| e.to_string())?;
+            if !matches!(parsed.as_slice(), [Statement::DataFusion(s)]
+                if matches!(s.as_ref(), DFStatement::Statement(q) if matches!(q.as_ref(), SQLStatement::Query(_))))
+            {
+                return Err("the query must be a single SELECT".to_owned());
+            }
             let path = view
                 .parquet_path
                 .as_deref()
@@ -368,8 +419,31 @@ mod tests {
     }
 
     #[test]
-    fn scripts_split_at_line_ending_semicolons() {
-        let chunks = script_chunks("-- comment\nCREATE TABLE a\n AS VALUES (1);\nSELECT 1;\n");
-        assert_eq!(chunks, ["CREATE TABLE a\n AS VALUES (1);\n", "SELECT 1;\n"]);
+    fn a_location_with_a_doubled_quote_is_made_absolute_and_the_rest_kept() {
+        let base = Path::new("/data/it's");
+        let sql = "CREATE EXTERNAL TABLE \"x\"\"y\" STORED AS CSV LOCATION 'it''s data/' /* 'c' */ OPTIONS ('format.delimiter' ';')";
+        assert_eq!(
+            absolute_locations(sql, "generic", &[base]),
+            "CREATE EXTERNAL TABLE \"x\"\"y\" STORED AS CSV LOCATION '/data/it''s/it''s data/' /* 'c' */ OPTIONS ('format.delimiter' ';')"
+        );
+    }
+
+    #[test]
+    fn only_what_defines_sources_is_needed() {
+        let needed = |sql: &str| {
+            let mut v = datafusion_matview::sql::parse_sql(sql, "generic", 50).unwrap();
+            needed_to_adopt(&v.remove(0))
+        };
+        assert!(needed(
+            "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'x.csv'"
+        ));
+        assert!(needed("CREATE OR REPLACE VIEW v AS SELECT 1"));
+        assert!(needed("SET datafusion.execution.batch_size = 1024"));
+        assert!(!needed("COPY (SELECT 1) TO 'x.parquet'"));
+        assert!(!needed("INSERT INTO t VALUES (1)"));
+        assert!(!needed("DROP TABLE t"));
+        assert!(!needed("DROP MATERIALIZED VIEW v"));
+        assert!(!needed("CREATE MATERIALIZED VIEW m AS SELECT 1"));
+        assert!(!needed("CREATE TABLE t AS VALUES (1)"));
     }
 }

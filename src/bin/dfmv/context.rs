@@ -134,6 +134,56 @@ pub async fn register_store_for_location(ctx: &SessionContext, location: &str) -
     Ok(())
 }
 
+/// Why the catalog cannot be at `location`, when dfmv can tell before
+/// opening it: a URL whose scheme no object store is registered for, or
+/// a local path that is (or lies under) something other than a folder.
+pub fn check_catalog_location(
+    ctx: &SessionContext,
+    location: &str,
+) -> std::result::Result<(), String> {
+    if is_remote(location) {
+        let scheme = location.split_once("://").map_or("", |(s, _)| s);
+        // The library makes an in-memory store for memory:// itself.
+        let known = scheme.eq_ignore_ascii_case("memory")
+            || ListingTableUrl::parse(location)
+                .ok()
+                .is_some_and(|url| ctx.runtime_env().object_store(url.object_store()).is_ok());
+        if !known {
+            return Err(format!(
+                "catalog location \"{location}\" has an unknown scheme \"{scheme}\"; \
+                 use a folder or a URL of s3://, gs://, gcs://, oss://, cos://, http(s):// or memory://"
+            ));
+        }
+        return Ok(());
+    }
+    let path = match url::Url::parse(location) {
+        Ok(url) if url.scheme().eq_ignore_ascii_case("file") => match url.to_file_path() {
+            Ok(path) => path,
+            Err(()) => {
+                return Err(format!(
+                    "catalog location \"{location}\" is not a local path"
+                ));
+            }
+        },
+        _ => std::path::PathBuf::from(location),
+    };
+    // The catalog folder, or the first of its parents that exists, must
+    // be a folder (it is created on first use).
+    if let Some(existing) = path.ancestors().find(|p| p.exists())
+        && !existing.is_dir()
+    {
+        return Err(if existing == path {
+            format!("catalog location \"{location}\" is not a folder")
+        } else {
+            format!(
+                "catalog location \"{location}\" is not a folder: \"{}\" is a file",
+                existing.display()
+            )
+        });
+    }
+    Ok(())
+}
+
 /// Registers the object store that `location` needs, built from the
 /// `aws.*` / `gcp.*` options of the statement naming it (the rest from the
 /// environment), with `datafusion-cli`'s builders. Local paths need none.

@@ -8,9 +8,10 @@ use std::time::Instant;
 
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::DFSchema;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::memory_pool::MemoryConsumer;
-use datafusion::logical_expr::LogicalPlan;
+use datafusion::logical_expr::{EmptyRelation, LogicalPlan};
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::spill::get_record_batch_memory_size;
 use datafusion::physical_plan::{ExecutionPlanProperties, execute_stream};
@@ -23,7 +24,8 @@ use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use datafusion_matview::MatviewSession;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{
-    CreateMaterializedView, RefreshMaterializedView, Statement, parse_sql_with_text,
+    CreateMaterializedView, RefreshMaterializedView, ScriptChunk, ScriptSplitter, Statement,
+    parse_sql_with_text, quote_ident,
 };
 use futures::StreamExt;
 
@@ -75,11 +77,13 @@ pub async fn exec_command(
     Ok(Flow::Continue)
 }
 
-/// Runs a script file, as `datafusion-cli -f` does: statements end at a
-/// line ending with `;`, lines starting with `--` or `#!` are skipped,
-/// and a line starting with `\` (between statements) is a backslash
-/// command. Every error is printed to stderr and the script goes on;
-/// returns false when anything failed.
+/// Runs a script file, as `datafusion-cli -f` does: a statement ends at
+/// the end of a line that completes it with `;` (a `;` inside a string, a
+/// quoted identifier or a comment ends nothing), lines starting with `--`
+/// or `#!` between statements are skipped, and a line starting with `\`
+/// between statements is a backslash command. Statements run as the
+/// user's exact bytes. Every error is printed to stderr and the script
+/// goes on; returns false when anything failed.
 pub async fn exec_file(app: &App, print_options: &mut PrintOptions, path: &str) -> bool {
     match File::open(path) {
         Ok(file) => exec_lines(app, print_options, BufReader::new(file)).await,
@@ -91,23 +95,27 @@ pub async fn exec_file(app: &App, print_options: &mut PrintOptions, path: &str) 
 }
 
 /// [`exec_file`] over any reader.
-pub async fn exec_lines(app: &App, print_options: &mut PrintOptions, reader: impl BufRead) -> bool {
+pub async fn exec_lines(
+    app: &App,
+    print_options: &mut PrintOptions,
+    mut reader: impl BufRead,
+) -> bool {
     let mut ok = true;
-    let mut query = String::new();
-    for line in reader.lines() {
-        let line = match line {
-            Ok(line) => line,
+    let mut splitter = ScriptSplitter::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => break,
+            Ok(_) => {}
             Err(e) => {
                 eprintln!("Error: {e}");
                 ok = false;
                 break;
             }
-        };
-        if line.starts_with("#!") || line.starts_with("--") {
-            continue;
         }
-        if query.trim().is_empty() && line.trim_start().starts_with('\\') {
-            query.clear();
+        if splitter.is_between_statements() && line.trim_start().starts_with('\\') {
+            splitter.skip_line();
             match backslash(app, print_options, line.trim()).await {
                 Ok(Flow::Continue) => {}
                 Ok(Flow::Quit) => return ok,
@@ -118,20 +126,17 @@ pub async fn exec_lines(app: &App, print_options: &mut PrintOptions, reader: imp
             }
             continue;
         }
-        let line = line.trim_end();
-        query.push_str(line);
-        if line.ends_with(';') {
-            if let Err(e) = exec_sql(app, print_options, &query).await {
-                eprintln!("Error: {e}");
-                ok = false;
-            }
-            query.clear();
-        } else {
-            query.push('\n');
+        // The dialect in force now: a statement of the script can change it.
+        let (dialect, _) = context::parser_settings(app.session.context());
+        if let Some(chunk) = splitter.push_line(&line, &dialect)
+            && let Err(e) = exec_chunk(app, print_options, &chunk).await
+        {
+            eprintln!("Error: {e}");
+            ok = false;
         }
     }
-    if !query.trim().is_empty()
-        && let Err(e) = exec_sql(app, print_options, &query).await
+    if let Some(chunk) = splitter.finish()
+        && let Err(e) = exec_chunk(app, print_options, &chunk).await
     {
         eprintln!("Error: {e}");
         ok = false;
@@ -145,6 +150,16 @@ pub async fn exec_sql(app: &App, print_options: &PrintOptions, sql: &str) -> Res
     let (dialect, recursion_limit) = context::parser_settings(app.session.context());
     let statements = parse_sql_with_text(sql, &dialect, recursion_limit)?;
     for (statement, text) in statements {
+        exec_statement(app, print_options, statement, &text).await?;
+    }
+    Ok(())
+}
+
+/// [`exec_sql`] of statements read from a script (syntax errors name the
+/// script's line).
+async fn exec_chunk(app: &App, print_options: &PrintOptions, chunk: &ScriptChunk) -> Result<()> {
+    let (dialect, recursion_limit) = context::parser_settings(app.session.context());
+    for (statement, text) in chunk.parse(&dialect, recursion_limit)? {
         exec_statement(app, print_options, statement, &text).await?;
     }
     Ok(())
@@ -183,7 +198,26 @@ async fn exec_statement(
             let df = session.sql(text).await?;
             print_dataframe(app, print_options, df, started, all_rows).await
         }
-        // DROP MATERIALIZED VIEW and whatever the library adds: its result as is.
+        Statement::Drop(drop) => {
+            let cascaded = session.drop_materialized_views(&drop).await?;
+            if !print_options.quiet {
+                // PostgreSQL's notice, one line per object dropped with them.
+                for (name, kind) in &cascaded {
+                    eprintln!(
+                        "NOTICE: drop cascades to {kind} {}",
+                        short_quoted(session, name)
+                    );
+                }
+            }
+            // No rows, no columns: what DROP returns through sql().
+            let empty = LogicalPlan::EmptyRelation(EmptyRelation {
+                produce_one_row: false,
+                schema: Arc::new(DFSchema::empty()),
+            });
+            let df = DataFrame::new(session.context().state(), empty);
+            print_dataframe(app, print_options, df, started, false).await
+        }
+        // Whatever the library adds: its result as is.
         statement => {
             let df = session.execute(statement).await?;
             print_dataframe(app, print_options, df, started, false).await
@@ -286,6 +320,21 @@ pub fn qualify(session: &MatviewSession, name: &ObjectName) -> Result<QualifiedN
 fn short(session: &MatviewSession, name: &QualifiedName) -> String {
     let (catalog, schema) = context::defaults(session.context());
     name.short(&catalog, &schema)
+}
+
+/// [`short`] with each part quoted when it needs it, as PostgreSQL names
+/// objects in notices.
+fn short_quoted(session: &MatviewSession, name: &QualifiedName) -> String {
+    let (catalog, schema) = context::defaults(session.context());
+    let mut parts = vec![];
+    if name.catalog != catalog {
+        parts.push(quote_ident(&name.catalog));
+    }
+    if name.catalog != catalog || name.schema != schema {
+        parts.push(quote_ident(&name.schema));
+    }
+    parts.push(quote_ident(&name.name));
+    parts.join(".")
 }
 
 async fn create_view(
@@ -418,13 +467,19 @@ pub async fn backslash(app: &App, print_options: &mut PrintOptions, line: &str) 
             }
         }
         ("i", None) => return Err("Required filename argument is missing".into()),
-        ("adopt", Some(dir)) => {
+        ("adopt", Some("--run-all")) | ("adopt", None) => {
+            return Err("Required folder argument is missing".into());
+        }
+        ("adopt", Some(arg)) => {
+            let (run_all, dir) = match arg.strip_prefix("--run-all ") {
+                Some(dir) => (true, dir),
+                None => (false, arg),
+            };
             let dir = std::path::absolute(dir)?;
-            if !crate::adopt::adopt(app, &dir).await? {
+            if !crate::adopt::adopt(app, &dir, run_all).await? {
                 return Err(format!("not everything in {} was adopted", dir.display()).into());
             }
         }
-        ("adopt", None) => return Err("Required folder argument is missing".into()),
         ("?", None) => {
             let batch = help();
             print_batches(app, print_options, batch.schema(), &[batch], started)?;
@@ -495,7 +550,7 @@ fn help() -> RecordBatch {
         ("\\?", "help"),
         ("\\i filename", "run the statements of a file"),
         (
-            "\\adopt folder",
+            "\\adopt [--run-all] folder",
             "adopt a state.sql + views/manifest.json folder",
         ),
         ("\\h", "function list"),

@@ -159,12 +159,17 @@ struct Args {
 
 #[derive(Debug, Subcommand)]
 enum Sub {
-    /// Adopt a folder made the old way: run its state.sql, then make each
-    /// view of views/manifest.json a materialized view whose first data is
-    /// its existing Parquet files.
+    /// Adopt a folder made the old way: run what its state.sql defines
+    /// (CREATE EXTERNAL TABLE, CREATE VIEW, SET), then make each view of
+    /// views/manifest.json a materialized view whose first data is its
+    /// existing Parquet files (freshness unknown until its first REFRESH,
+    /// which is full).
     Adopt {
         /// The folder holding state.sql and views/manifest.json.
         dir: PathBuf,
+        /// Run every statement of state.sql, also COPY, INSERT, DROP, ...
+        #[arg(long)]
+        run_all: bool,
     },
     /// Rebuild a catalog whose manifest log is lost or corrupt from its
     /// data: the newest readable version plus the markers of complete
@@ -223,7 +228,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         Some(Sub::Adopt { .. }) if !args.command.is_empty() || !args.file.is_empty() => {
             return Err("adopt runs alone: leave out -c and -f".into());
         }
-        Some(Sub::Adopt { dir }) => Some(std::path::absolute(dir)?),
+        Some(Sub::Adopt { dir, run_all }) => Some((std::path::absolute(dir)?, *run_all)),
         Some(Sub::Recover) if !args.command.is_empty() || !args.file.is_empty() => {
             return Err("recover runs alone: leave out -c and -f".into());
         }
@@ -244,6 +249,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     };
     let (ctx, registry) = context::create_context(&setup).await?;
     context::register_store_for_location(&ctx, &catalog).await?;
+    context::check_catalog_location(&ctx, &catalog)?;
 
     // A catalog that needs recovery does not open: recover before opening.
     if let Some(Sub::Recover) = args.subcommand {
@@ -286,8 +292,8 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         interactive,
     };
 
-    if let Some(dir) = adopt_dir {
-        return adopt::adopt(&app, &dir).await;
+    if let Some((dir, run_all)) = adopt_dir {
+        return adopt::adopt(&app, &dir, run_all).await;
     }
 
     if args.repl_mode() {
@@ -302,6 +308,12 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         };
         for file in rc {
             exec::exec_file(&app, &mut print_options, &file).await;
+        }
+        if !std::io::stdin().is_terminal() {
+            // Piped statements are read as a script is (`-f`), with the
+            // same rules for where a statement ends and the same errors.
+            let stdin = std::io::BufReader::new(std::io::stdin());
+            return Ok(exec::exec_lines(&app, &mut print_options, stdin).await);
         }
         repl::run(&app, &mut print_options).await?;
         return Ok(true);

@@ -13,18 +13,34 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 /// Work shorter than this shows no indicator at all.
 const SHOW_AFTER: Duration = Duration::from_millis(300);
 
+/// Overrides [`SHOW_AFTER`], in milliseconds (`0`: show it at once).
+const SHOW_AFTER_VAR: &str = "DFMV_PROGRESS_DELAY_MS";
+
 /// One spinner per view being computed.
 #[derive(Debug)]
 pub struct ProgressBars {
     enabled: AtomicBool,
+    show_after: Duration,
     bars: Mutex<HashMap<String, ProgressBar>>,
 }
 
 impl ProgressBars {
-    /// `enabled`: stdout is a terminal and dfmv is not quiet.
+    /// `enabled`: stdout is a terminal and dfmv is not quiet. The
+    /// indicator shows once work has taken 300 ms, or what
+    /// `DFMV_PROGRESS_DELAY_MS` says.
     pub fn new(enabled: bool) -> Self {
+        let show_after = std::env::var(SHOW_AFTER_VAR)
+            .ok()
+            .and_then(|ms| ms.trim().parse::<u64>().ok())
+            .map_or(SHOW_AFTER, Duration::from_millis);
+        Self::with_delay(enabled, show_after)
+    }
+
+    /// Shows the indicator once work has taken `show_after`.
+    pub fn with_delay(enabled: bool, show_after: Duration) -> Self {
         Self {
             enabled: AtomicBool::new(enabled),
+            show_after,
             bars: Mutex::default(),
         }
     }
@@ -59,7 +75,7 @@ fn message(view: &str, rows: u64, elapsed: Duration) -> String {
 
 impl ProgressListener for ProgressBars {
     fn progress(&self, view: &str, rows: u64, elapsed: Duration) {
-        if !self.enabled.load(Ordering::Relaxed) || elapsed < SHOW_AFTER {
+        if !self.enabled.load(Ordering::Relaxed) || elapsed < self.show_after {
             return;
         }
         let mut bars = self.bars.lock().expect("progress lock");
@@ -89,12 +105,21 @@ mod tests {
         let bars = ProgressBars::new(false);
         bars.progress("v", 10, Duration::from_secs(2));
         assert!(bars.bars.lock().unwrap().is_empty());
-        let bars = ProgressBars::new(true);
+        let bars = ProgressBars::with_delay(true, SHOW_AFTER);
         bars.progress("v", 10, Duration::from_millis(10));
         assert!(bars.bars.lock().unwrap().is_empty(), "too early to show");
         bars.progress("v", 10, Duration::from_secs(2));
         assert_eq!(bars.bars.lock().unwrap().len(), 1);
         bars.finished("v");
+        assert!(bars.bars.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn with_no_delay_the_first_report_shows() {
+        let bars = ProgressBars::with_delay(true, Duration::ZERO);
+        bars.progress("v", 0, Duration::ZERO);
+        assert_eq!(bars.bars.lock().unwrap().len(), 1);
+        bars.clear();
         assert!(bars.bars.lock().unwrap().is_empty());
     }
 

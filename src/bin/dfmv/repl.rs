@@ -9,7 +9,7 @@ use std::cell::Cell;
 use datafusion::config::Dialect;
 use datafusion_cli::highlighter::{NoSyntaxHighlighter, SyntaxHighlighter};
 use datafusion_cli::print_options::PrintOptions;
-use datafusion_matview::sql::parse_sql_with_text;
+use datafusion_matview::sql::{ends_statement, parse_sql_with_text};
 use rustyline::completion::{Completer, FilenameCompleter, Pair};
 use rustyline::error::ReadlineError;
 use rustyline::highlight::{CmdKind, Highlighter};
@@ -53,14 +53,16 @@ impl DfmvHelper {
         self.dialect = dialect;
     }
 
-    /// A line is complete when it is a backslash command or ends with `;`;
-    /// a complete line that does not parse stays in the editor with the
-    /// parser's message, as in `datafusion-cli`.
+    /// Input is complete when it is a backslash command or ends with a
+    /// statement's `;` (a `;` inside a string, a quoted identifier or a
+    /// comment ends nothing: the prompt waits for the rest, as psql's
+    /// does); complete input that does not parse stays in the editor with
+    /// the parser's message, as in `datafusion-cli`.
     pub fn validate_input(&self, input: &str) -> ValidationResult {
         if input.starts_with('\\') {
             return ValidationResult::Valid(None);
         }
-        if !input.ends_with(';') {
+        if !ends_statement(input, self.dialect.as_ref()) {
             return ValidationResult::Incomplete;
         }
         match parse_sql_with_text(input, self.dialect.as_ref(), self.recursion_limit) {
@@ -220,6 +222,30 @@ mod tests {
             ValidationResult::Invalid(Some(m)) if m.contains("Invalid statement")
         ));
         assert!(matches!(validate(";"), ValidationResult::Invalid(Some(m)) if m.contains("empty")));
+    }
+
+    #[test]
+    fn a_semicolon_inside_a_string_or_comment_ends_nothing() {
+        for open in [
+            "SELECT 'x'';",
+            "SELECT 'x;\n'';",
+            "SELECT \"a;",
+            "SELECT 1 /* ;",
+            "SELECT 1 -- ;",
+        ] {
+            assert!(
+                matches!(validate(open), ValidationResult::Incomplete),
+                "{open}"
+            );
+        }
+        assert!(matches!(
+            validate("SELECT 'x''; DROP MATERIALIZED VIEW v; SELECT ''y' AS s;"),
+            ValidationResult::Valid(None)
+        ));
+        assert!(matches!(
+            validate("SELECT 'a;\nb' AS s; -- done"),
+            ValidationResult::Valid(None)
+        ));
     }
 
     #[test]
