@@ -253,13 +253,24 @@ async fn run(args: Args) -> Result<bool, BoxError> {
 
     // A catalog that needs recovery does not open: recover before opening.
     if let Some(Sub::Recover) = args.subcommand {
-        let report = MatviewSession::recover(&ctx, &catalog).await?;
+        let report = match MatviewSession::recover(&ctx, &catalog).await {
+            Ok(report) => report,
+            // A healthy catalog is left as it is: not a failure.
+            Err(e @ datafusion_matview::Error::NothingToRecover { .. }) => {
+                println!("{e}");
+                return Ok(true);
+            }
+            Err(e) => return Err(e.into()),
+        };
         println!("recovered catalog {catalog} as version {}", report.version);
         for view in &report.views {
             println!("  view {view}");
         }
         for skipped in &report.skipped {
             println!("  skipped {skipped}");
+        }
+        for lost in &report.lost {
+            println!("  not recovered: {lost}");
         }
         return Ok(true);
     }
