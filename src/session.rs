@@ -547,15 +547,7 @@ impl MatviewSession {
     /// DETAIL of dependency errors.
     fn display_quoted(&self, name: &QualifiedName) -> String {
         let (catalog, schema) = self.defaults();
-        let mut parts = vec![];
-        if name.catalog != catalog {
-            parts.push(quote_ident(&name.catalog));
-        }
-        if name.catalog != catalog || name.schema != schema {
-            parts.push(quote_ident(&name.schema));
-        }
-        parts.push(quote_ident(&name.name));
-        parts.join(".")
+        name.short_quoted(&catalog, &schema)
     }
 
     fn schema_provider(&self, name: &QualifiedName) -> Option<Arc<dyn SchemaProvider>> {

@@ -87,6 +87,20 @@ impl QualifiedName {
             self.to_string()
         }
     }
+
+    /// [`Self::short`] with each part quoted when it needs it, as
+    /// PostgreSQL names objects in notices and the DETAIL of errors.
+    pub fn short_quoted(&self, default_catalog: &str, default_schema: &str) -> String {
+        let mut parts = vec![];
+        if self.catalog != default_catalog {
+            parts.push(crate::sql::quote_ident(&self.catalog));
+        }
+        if self.catalog != default_catalog || self.schema != default_schema {
+            parts.push(crate::sql::quote_ident(&self.schema));
+        }
+        parts.push(crate::sql::quote_ident(&self.name));
+        parts.join(".")
+    }
 }
 
 impl From<ResolvedTableReference> for QualifiedName {

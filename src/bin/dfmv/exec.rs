@@ -25,7 +25,7 @@ use datafusion_matview::MatviewSession;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{
     CreateMaterializedView, RefreshMaterializedView, ScriptChunk, ScriptSplitter, Statement,
-    parse_sql_with_text, quote_ident,
+    parse_sql_with_text,
 };
 use futures::StreamExt;
 
@@ -202,10 +202,11 @@ async fn exec_statement(
             let cascaded = session.drop_materialized_views(&drop).await?;
             if !print_options.quiet {
                 // PostgreSQL's notice, one line per object dropped with them.
+                let (catalog, schema) = context::defaults(session.context());
                 for (name, kind) in &cascaded {
                     eprintln!(
                         "NOTICE: drop cascades to {kind} {}",
-                        short_quoted(session, name)
+                        name.short_quoted(&catalog, &schema)
                     );
                 }
             }
@@ -320,21 +321,6 @@ pub fn qualify(session: &MatviewSession, name: &ObjectName) -> Result<QualifiedN
 fn short(session: &MatviewSession, name: &QualifiedName) -> String {
     let (catalog, schema) = context::defaults(session.context());
     name.short(&catalog, &schema)
-}
-
-/// [`short`] with each part quoted when it needs it, as PostgreSQL names
-/// objects in notices.
-fn short_quoted(session: &MatviewSession, name: &QualifiedName) -> String {
-    let (catalog, schema) = context::defaults(session.context());
-    let mut parts = vec![];
-    if name.catalog != catalog {
-        parts.push(quote_ident(&name.catalog));
-    }
-    if name.catalog != catalog || name.schema != schema {
-        parts.push(quote_ident(&name.schema));
-    }
-    parts.push(quote_ident(&name.name));
-    parts.join(".")
 }
 
 async fn create_view(
