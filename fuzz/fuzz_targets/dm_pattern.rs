@@ -67,6 +67,9 @@ fuzz_target!(|input: (String, String)| {
         );
     }
     let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-    assert!(Pattern::parse(&quoted).matches(&v), "{quoted:?} against {name:?}");
+    assert!(
+        Pattern::parse(&quoted).matches(&v),
+        "{quoted:?} against {name:?}"
+    );
     assert!(Pattern::parse(&format!("public.{quoted}")).matches(&v));
 });

@@ -18,7 +18,10 @@ fn check_part(part: &str, encoded: &str) {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')),
         "{part:?} -> {encoded:?}"
     );
-    assert!(!encoded.starts_with('_') && !encoded.starts_with('.'), "{part:?} -> {encoded:?}");
+    assert!(
+        !encoded.starts_with('_') && !encoded.starts_with('.'),
+        "{part:?} -> {encoded:?}"
+    );
 }
 
 fuzz_target!(|parts: (String, String, String, String)| {
@@ -27,7 +30,11 @@ fuzz_target!(|parts: (String, String, String, String)| {
         check_part(part, &encode_path_part(part));
     }
     if name != other {
-        assert_ne!(encode_path_part(&name), encode_path_part(&other), "{name:?} and {other:?}");
+        assert_ne!(
+            encode_path_part(&name),
+            encode_path_part(&other),
+            "{name:?} and {other:?}"
+        );
     }
     let dir = view_dir(&QualifiedName::new(&catalog, &schema, &name));
     let path = Path::parse(&dir).unwrap_or_else(|e| panic!("{dir:?}: {e}"));

@@ -16,11 +16,22 @@ fuzz_target!(|data: &[u8]| {
             continue;
         };
         for (statement, text) in &statements {
-            assert!(sql.contains(text.as_str()), "{text:?} is not a slice of {sql:?}");
+            assert!(
+                sql.contains(text.as_str()),
+                "{text:?} is not a slice of {sql:?}"
+            );
             let again = parse_sql_with_text(text, dialect, 50)
                 .unwrap_or_else(|e| panic!("{text:?} alone does not parse: {e}"));
-            assert_eq!(again.len(), 1, "{text:?} alone is {} statements", again.len());
-            assert_eq!(&again[0].0, statement, "{text:?} alone is another statement");
+            assert_eq!(
+                again.len(),
+                1,
+                "{text:?} alone is {} statements",
+                again.len()
+            );
+            assert_eq!(
+                &again[0].0, statement,
+                "{text:?} alone is another statement"
+            );
             assert_eq!(&again[0].1, text);
         }
     }

@@ -25,11 +25,26 @@ enum Comment {
 
 #[derive(Arbitrary, Debug)]
 enum Stmt {
-    Select { value: Literal, alias: String },
-    Create { name: String, value: Literal, no_data: bool },
-    Refresh { name: String, full: bool },
-    Drop { names: Vec<String>, if_exists: bool },
-    Show { pattern: String },
+    Select {
+        value: Literal,
+        alias: String,
+    },
+    Create {
+        name: String,
+        value: Literal,
+        no_data: bool,
+    },
+    Refresh {
+        name: String,
+        full: bool,
+    },
+    Drop {
+        names: Vec<String>,
+        if_exists: bool,
+    },
+    Show {
+        pattern: String,
+    },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -53,10 +68,9 @@ fn ident(s: &str) -> String {
 fn literal(value: &Literal, postgres: bool) -> String {
     match value {
         Literal::Quoted(s) => format!("'{}'", clean(s).replace('\'', "''")),
-        Literal::Escaped(s) if postgres => format!(
-            "E'{}'",
-            clean(s).replace('\\', "\\\\").replace('\'', "\\'")
-        ),
+        Literal::Escaped(s) if postgres => {
+            format!("E'{}'", clean(s).replace('\\', "\\\\").replace('\'', "\\'"))
+        }
         Literal::Dollar(s) if postgres => format!("$${}$$", clean(s).replace('$', "")),
         Literal::Escaped(s) | Literal::Dollar(s) => format!("'{}'", clean(s).replace('\'', "''")),
         Literal::Number(n) => n.unsigned_abs().to_string(),
@@ -75,7 +89,11 @@ fn statement(s: &Stmt, postgres: bool) -> String {
         Stmt::Select { value, alias } => {
             format!("SELECT {} AS {}", literal(value, postgres), ident(alias))
         }
-        Stmt::Create { name, value, no_data } => format!(
+        Stmt::Create {
+            name,
+            value,
+            no_data,
+        } => format!(
             "CREATE MATERIALIZED VIEW {} AS SELECT {} AS v{}",
             ident(name),
             literal(value, postgres),
@@ -88,7 +106,11 @@ fn statement(s: &Stmt, postgres: bool) -> String {
         ),
         Stmt::Drop { names, if_exists } => {
             let names: Vec<String> = names.iter().take(4).map(|n| ident(n)).collect();
-            let names = if names.is_empty() { vec![ident("v")] } else { names };
+            let names = if names.is_empty() {
+                vec![ident("v")]
+            } else {
+                names
+            };
             format!(
                 "DROP MATERIALIZED VIEW {}{}",
                 if *if_exists { "IF EXISTS " } else { "" },
@@ -103,11 +125,19 @@ fn statement(s: &Stmt, postgres: bool) -> String {
 }
 
 fuzz_target!(|script: Script| {
-    let dialect = if script.postgres { "postgresql" } else { "generic" };
+    let dialect = if script.postgres {
+        "postgresql"
+    } else {
+        "generic"
+    };
     let mut sql = String::new();
     let mut expected = vec![];
     for (c, s) in script.statements.iter().take(8) {
-        let text = format!("{}{}", c.as_ref().map(comment).unwrap_or_default(), statement(s, script.postgres));
+        let text = format!(
+            "{}{}",
+            c.as_ref().map(comment).unwrap_or_default(),
+            statement(s, script.postgres)
+        );
         sql.push_str(&text);
         sql.push_str(";\n");
         expected.push(text.trim().to_owned());
