@@ -1263,3 +1263,55 @@ fn a_gap_in_the_log_is_named_and_never_committed_over() {
     ]);
     assert_eq!(run.stdout, "s\n6\n", "{run:#?}");
 }
+
+#[test]
+fn a_view_named_like_a_file_in_the_folder_is_not_taken() {
+    let dir = Dir::new();
+    dir.write("zz.csv", "a\n1\n");
+    // datafusion-cli's dynamic file catalog reads `"zz.csv"` as the file...
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT a FROM \"zz.csv\""]),
+        "a\n1\n"
+    );
+    // ...but the name is free for a view, which then wins over the file.
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW \"zz.csv\" AS SELECT 2 AS b",
+    ]);
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT b FROM \"zz.csv\""]),
+        "b\n2\n"
+    );
+}
+
+#[test]
+fn empty_and_control_character_names_are_rejected() {
+    let dir = Dir::new();
+    let run = dir.dfmv(&["-q", "-c", "CREATE MATERIALIZED VIEW \"\" AS SELECT 1"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        "Error: zero-length delimited identifier at or near \"\"\"\"\n"
+    );
+    let run = dir.dfmv(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW \"a\u{1}b\" AS SELECT 1",
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        "Error: invalid character U+0001 in identifier \"a\\u{1}b\"\n"
+    );
+    assert_eq!(
+        dir.ok(&[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT count(*) AS n FROM materialized_views()"
+        ]),
+        "n\n0\n"
+    );
+}
