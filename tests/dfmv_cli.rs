@@ -1315,3 +1315,36 @@ fn empty_and_control_character_names_are_rejected() {
         "n\n0\n"
     );
 }
+
+#[test]
+fn dm_lists_every_view_whatever_maxrows_says() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW a AS SELECT 1 AS x",
+        "-c",
+        "CREATE MATERIALIZED VIEW b AS SELECT 2 AS x",
+        "-c",
+        "CREATE MATERIALIZED VIEW c AS SELECT 3 AS x",
+    ]);
+    // The table format is the one --maxrows cuts.
+    let out = dir.ok(&["-q", "--maxrows", "1", "-c", "\\dm"]);
+    let names: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("| public | "))
+        .map(|l| l.split(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"], "{out}");
+    assert!(!out.contains("| . "), "{out}");
+    // --maxrows still limits a query.
+    let out = dir.ok(&[
+        "-q",
+        "--maxrows",
+        "1",
+        "-c",
+        "SELECT x FROM a UNION ALL SELECT x FROM a",
+    ]);
+    assert_eq!(out.matches("| 1 |").count(), 1, "{out}");
+    assert!(out.contains("| . |"), "{out}");
+}

@@ -534,7 +534,11 @@ async fn list_views(
         }
         return Ok(());
     }
-    print_batches(app, print_options, batch.schema(), &[batch], started)
+    // A listing of the catalog is whole, as SHOW is: --maxrows limits
+    // query results, not \dm.
+    let mut options = print_options.clone();
+    options.maxrows = MaxRows::Unlimited;
+    print_batches(app, &options, batch.schema(), &[batch], started)
 }
 
 /// The table of `\?`.
