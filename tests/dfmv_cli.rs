@@ -1348,3 +1348,28 @@ fn dm_lists_every_view_whatever_maxrows_says() {
     assert_eq!(out.matches("| 1 |").count(), 1, "{out}");
     assert!(out.contains("| . |"), "{out}");
 }
+
+#[test]
+fn dm_numbers_are_numbers_in_machine_formats() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW a AS SELECT 1 AS x UNION ALL SELECT 2",
+        "-c",
+        "CREATE MATERIALIZED VIEW b AS SELECT 1 AS x WITH NO DATA",
+    ]);
+    let out = dir.ok(&["-q", "--format", "nd-json", "-c", "\\dm"]);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows[0]["Name"], "a");
+    assert_eq!(rows[0]["Rows"], 2);
+    assert!(rows[0]["Size"].as_u64().is_some_and(|n| n > 0), "{out}");
+    assert_eq!(
+        rows[1],
+        serde_json::json!({"Schema": "public", "Name": "b"})
+    );
+}

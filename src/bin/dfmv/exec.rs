@@ -524,6 +524,10 @@ async fn list_views(
         parsed.as_ref(),
         &default_catalog,
         chrono::Utc::now(),
+        matches!(
+            print_options.format,
+            PrintFormat::Csv | PrintFormat::Tsv | PrintFormat::Json | PrintFormat::NdJson
+        ),
     );
     if batch.num_rows() == 0 {
         if !print_options.quiet {
