@@ -102,6 +102,19 @@ pub enum Error {
         details: Vec<String>,
     },
 
+    /// A quoted name with nothing between its quotes (`""`).
+    #[error("zero-length delimited identifier at or near \"\"\"\"")]
+    ZeroLengthIdentifier,
+
+    /// A name holding a control character, which no identifier may hold.
+    #[error("invalid character {} in identifier \"{}\"", format_args!("U+{:04X}", *.character as u32), .name.escape_debug())]
+    InvalidCharacter {
+        /// The name as written.
+        name: String,
+        /// The first offending character.
+        character: char,
+    },
+
     /// The schema a view is to be created in does not exist.
     #[error("schema \"{name}\" does not exist")]
     SchemaNotFound {

@@ -529,6 +529,7 @@ impl MatviewSession {
     }
 
     fn resolve(&self, name: &ObjectName) -> Result<QualifiedName> {
+        check_name(name)?;
         let reference = object_name_to_table_reference(name.clone(), self.normalizes_idents())?;
         Ok(self.resolve_reference(&reference))
     }
@@ -564,6 +565,14 @@ impl MatviewSession {
     async fn kind_of(&self, manifest: &Manifest, name: &QualifiedName) -> Result<Option<Kind>> {
         if manifest.view(name).is_some() {
             return Ok(Some(Kind::MaterializedView));
+        }
+        // A dynamic file catalog (datafusion-cli's) answers `table()` for
+        // any name that is a path to a file; only a registered name is taken.
+        let exists = self
+            .schema_provider(name)
+            .is_some_and(|s| s.table_exist(&name.name));
+        if !exists {
+            return Ok(None);
         }
         Ok(self.registered(name).await?.map(|p| {
             if p.table_type() == TableType::View {
@@ -1869,6 +1878,26 @@ fn refresh_batch(outcomes: &[RefreshOutcome]) -> RecordBatch {
 
 /// Splits a catalog location into the object-store URL and the root path
 /// within that store, registering an in-memory store for `memory://`.
+/// Rejects names PostgreSQL's lexer rejects: an empty quoted identifier,
+/// and control characters.
+fn check_name(name: &ObjectName) -> Result<()> {
+    for part in &name.0 {
+        let Some(ident) = part.as_ident() else {
+            continue;
+        };
+        if ident.value.is_empty() {
+            return Err(Error::ZeroLengthIdentifier);
+        }
+        if let Some(character) = ident.value.chars().find(|c| c.is_control()) {
+            return Err(Error::InvalidCharacter {
+                name: ident.value.clone(),
+                character,
+            });
+        }
+    }
+    Ok(())
+}
+
 fn resolve_location(ctx: &SessionContext, location: &str) -> Result<(ObjectStoreUrl, Path)> {
     let invalid = |reason: String| Error::InvalidLocation {
         location: location.to_owned(),

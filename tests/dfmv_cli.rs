@@ -1263,3 +1263,113 @@ fn a_gap_in_the_log_is_named_and_never_committed_over() {
     ]);
     assert_eq!(run.stdout, "s\n6\n", "{run:#?}");
 }
+
+#[test]
+fn a_view_named_like_a_file_in_the_folder_is_not_taken() {
+    let dir = Dir::new();
+    dir.write("zz.csv", "a\n1\n");
+    // datafusion-cli's dynamic file catalog reads `"zz.csv"` as the file...
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT a FROM \"zz.csv\""]),
+        "a\n1\n"
+    );
+    // ...but the name is free for a view, which then wins over the file.
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW \"zz.csv\" AS SELECT 2 AS b",
+    ]);
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT b FROM \"zz.csv\""]),
+        "b\n2\n"
+    );
+}
+
+#[test]
+fn empty_and_control_character_names_are_rejected() {
+    let dir = Dir::new();
+    let run = dir.dfmv(&["-q", "-c", "CREATE MATERIALIZED VIEW \"\" AS SELECT 1"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        "Error: zero-length delimited identifier at or near \"\"\"\"\n"
+    );
+    let run = dir.dfmv(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW \"a\u{1}b\" AS SELECT 1",
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        "Error: invalid character U+0001 in identifier \"a\\u{1}b\"\n"
+    );
+    assert_eq!(
+        dir.ok(&[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT count(*) AS n FROM materialized_views()"
+        ]),
+        "n\n0\n"
+    );
+}
+
+#[test]
+fn dm_lists_every_view_whatever_maxrows_says() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW a AS SELECT 1 AS x",
+        "-c",
+        "CREATE MATERIALIZED VIEW b AS SELECT 2 AS x",
+        "-c",
+        "CREATE MATERIALIZED VIEW c AS SELECT 3 AS x",
+    ]);
+    // The table format is the one --maxrows cuts.
+    let out = dir.ok(&["-q", "--maxrows", "1", "-c", "\\dm"]);
+    let names: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("| public | "))
+        .map(|l| l.split(' ').next().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["a", "b", "c"], "{out}");
+    assert!(!out.contains("| . "), "{out}");
+    // --maxrows still limits a query.
+    let out = dir.ok(&[
+        "-q",
+        "--maxrows",
+        "1",
+        "-c",
+        "SELECT x FROM a UNION ALL SELECT x FROM a",
+    ]);
+    assert_eq!(out.matches("| 1 |").count(), 1, "{out}");
+    assert!(out.contains("| . |"), "{out}");
+}
+
+#[test]
+fn dm_numbers_are_numbers_in_machine_formats() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW a AS SELECT 1 AS x UNION ALL SELECT 2",
+        "-c",
+        "CREATE MATERIALIZED VIEW b AS SELECT 1 AS x WITH NO DATA",
+    ]);
+    let out = dir.ok(&["-q", "--format", "nd-json", "-c", "\\dm"]);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert_eq!(rows[0]["Name"], "a");
+    assert_eq!(rows[0]["Rows"], 2);
+    assert!(rows[0]["Size"].as_u64().is_some_and(|n| n > 0), "{out}");
+    assert_eq!(
+        rows[1],
+        serde_json::json!({"Schema": "public", "Name": "b"})
+    );
+}

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampMicrosecondType};
 use datafusion::error::Result;
 use datafusion_matview::spec::{Manifest, ViewEntry};
@@ -206,11 +206,14 @@ fn matches(pattern: &[Piece], text: &[char]) -> bool {
 }
 
 /// The rows of `\dm`: one per materialized view matching `pattern`, sorted.
+/// `raw` (for csv, tsv, json and nd-json output) gives rows and size in
+/// bytes as numbers and the refresh time as a timestamp, for scripts.
 pub fn list_views(
     manifest: &Manifest,
     pattern: Option<&Pattern>,
     default_catalog: &str,
     now: DateTime<Utc>,
+    raw: bool,
 ) -> RecordBatch {
     let mut views: Vec<&ViewEntry> = manifest
         .views
@@ -221,6 +224,34 @@ pub fn list_views(
     let column = |f: &dyn Fn(&ViewEntry) -> Option<String>| -> ArrayRef {
         Arc::new(StringArray::from_iter(views.iter().map(|v| f(v))))
     };
+    let schema_column = column(&|v| {
+        Some(if v.name.catalog == default_catalog {
+            v.name.schema.clone()
+        } else {
+            format!("{}.{}", v.name.catalog, v.name.schema)
+        })
+    });
+    let name_column = column(&|v| Some(v.name.name.clone()));
+    if raw {
+        let number = |f: &dyn Fn(&ViewEntry) -> Option<u64>| -> ArrayRef {
+            Arc::new(UInt64Array::from_iter(views.iter().map(|v| f(v))))
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("Schema", DataType::Utf8, false),
+            Field::new("Name", DataType::Utf8, false),
+            Field::new("Rows", DataType::UInt64, true),
+            Field::new("Size", DataType::UInt64, true),
+            Field::new("Last refreshed", DataType::Utf8, true),
+        ]));
+        let columns = vec![
+            schema_column,
+            name_column,
+            number(&|v| v.snapshot.as_ref().map(|s| s.row_count)),
+            number(&|v| v.snapshot.as_ref().map(|s| s.size_bytes)),
+            column(&|v| v.snapshot.as_ref().map(|s| s.refreshed_at.to_rfc3339())),
+        ];
+        return RecordBatch::try_new(schema, columns).expect("columns match the schema");
+    }
     let schema = Arc::new(Schema::new(vec![
         Field::new("Schema", DataType::Utf8, false),
         Field::new("Name", DataType::Utf8, false),
@@ -229,14 +260,8 @@ pub fn list_views(
         Field::new("Last refreshed", DataType::Utf8, false),
     ]));
     let columns = vec![
-        column(&|v| {
-            Some(if v.name.catalog == default_catalog {
-                v.name.schema.clone()
-            } else {
-                format!("{}.{}", v.name.catalog, v.name.schema)
-            })
-        }),
-        column(&|v| Some(v.name.name.clone())),
+        schema_column,
+        name_column,
         column(&|v| {
             Some(
                 v.snapshot

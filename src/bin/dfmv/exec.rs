@@ -510,6 +510,10 @@ async fn list_views(
         parsed.as_ref(),
         &default_catalog,
         chrono::Utc::now(),
+        matches!(
+            print_options.format,
+            PrintFormat::Csv | PrintFormat::Tsv | PrintFormat::Json | PrintFormat::NdJson
+        ),
     );
     if batch.num_rows() == 0 {
         if !print_options.quiet {
@@ -520,7 +524,11 @@ async fn list_views(
         }
         return Ok(());
     }
-    print_batches(app, print_options, batch.schema(), &[batch], started)
+    // A listing of the catalog is whole, as SHOW is: --maxrows limits
+    // query results, not \dm.
+    let mut options = print_options.clone();
+    options.maxrows = MaxRows::Unlimited;
+    print_batches(app, &options, batch.schema(), &[batch], started)
 }
 
 /// The table of `\?`.
