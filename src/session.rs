@@ -1282,20 +1282,30 @@ impl MatviewSession {
                 }
             }
         }
-        self.drop_with_dependents(&manifest, &targets, drop.cascade)
+        self.drop_with_dependents(&manifest, &targets, drop.cascade, Protect::AnyDependent)
             .await
     }
 
     /// Drops `targets` (all of one statement); with `cascade` their
-    /// dependents first, otherwise refuses when there are any. Returns the
-    /// dependents dropped.
+    /// dependents first, otherwise refuses when there are any that
+    /// `protect` counts. Returns the dependents dropped.
     async fn drop_with_dependents(
         &self,
         manifest: &Manifest,
         targets: &[(QualifiedName, Kind)],
         cascade: bool,
+        protect: Protect,
     ) -> Result<Vec<(QualifiedName, Kind)>> {
-        let dependents = self.dependents(manifest, targets).await?;
+        let mut dependents = self.dependents(manifest, targets).await?;
+        if protect == Protect::MaterializedDependents
+            && !dependents
+                .iter()
+                .any(|(_, kind, _, _)| *kind == Kind::MaterializedView)
+        {
+            // Only plain views: DataFusion drops the object alone and
+            // leaves them (they keep the plan they were created with).
+            dependents.clear();
+        }
         if !dependents.is_empty() && !cascade {
             return Err(Error::DependentObjects {
                 object: match targets {
@@ -1608,7 +1618,8 @@ impl MatviewSession {
             }
         }
         // Only view kinds are removed here; tables go with the schema.
-        self.drop_with_dependents(&manifest, &targets, true).await?;
+        self.drop_with_dependents(&manifest, &targets, true, Protect::AnyDependent)
+            .await?;
         Ok(())
     }
 
@@ -1655,9 +1666,11 @@ impl MatviewSession {
         result
     }
 
-    /// `DROP TABLE` / `DROP VIEW`: refuses objects of another kind and
-    /// objects others depend on (unless CASCADE, which drops those first),
-    /// then lets DataFusion drop each.
+    /// `DROP TABLE` / `DROP VIEW`: refuses a materialized view and
+    /// objects a materialized view depends on, directly or through plain
+    /// views (unless CASCADE, which drops the dependents first), then lets
+    /// DataFusion drop the object. An object only plain views depend on
+    /// is dropped as DataFusion drops it.
     async fn drop_relations(
         &self,
         kind: Kind,
@@ -1666,19 +1679,32 @@ impl MatviewSession {
         cascade: bool,
         statement: &DFStatement,
     ) -> Result<DataFrame> {
+        if names.len() != 1 {
+            // DataFusion drops one object per statement; its planner gives
+            // the answer ("Multiple objects not supported").
+            let plan = self
+                .ctx
+                .state()
+                .statement_to_plan(statement.clone())
+                .await?;
+            return Ok(self.ctx.execute_logical_plan(plan).await?);
+        }
         let manifest = self.catalog.reload().await?;
         let mut targets = vec![];
         let mut unrestored = BTreeSet::new();
         for object in names {
             let name = self.resolve(object)?;
             match self.kind_of(&manifest, &name).await? {
-                Some(found) if found != kind => {
+                Some(Kind::MaterializedView) => {
                     return Err(Error::WrongObjectType {
                         name: self.display(&name),
                         expected: kind.as_str(),
-                        hint: Some(found.drop_hint()),
+                        hint: Some(Kind::MaterializedView.drop_hint()),
                     });
                 }
+                // DROP VIEW of a table, DROP TABLE of a view: DataFusion's
+                // answer ("View 't' doesn't exist.").
+                Some(found) if found != kind => {}
                 Some(_) => targets.push((name, kind)),
                 // Remembered but not restored in this session (its files
                 // are gone): dropping it only forgets it.
@@ -1693,8 +1719,13 @@ impl MatviewSession {
         // remembered relation that could not be restored still has them.
         let mut checked = targets.clone();
         checked.extend(unrestored.iter().map(|n| (n.clone(), kind)));
-        self.drop_with_dependents(&manifest, &checked, cascade)
-            .await?;
+        self.drop_with_dependents(
+            &manifest,
+            &checked,
+            cascade,
+            Protect::MaterializedDependents,
+        )
+        .await?;
         let DFStatement::Statement(inner) = statement else {
             unreachable!("checked by caller")
         };
@@ -1754,6 +1785,16 @@ impl MatviewSession {
         }
         Ok(result)
     }
+}
+
+/// Which dependents stop a DROP without CASCADE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protect {
+    /// Any (the view statements, as in PostgreSQL).
+    AnyDependent,
+    /// Only a materialized view among them (DROP TABLE / DROP VIEW, which
+    /// otherwise behave as in DataFusion).
+    MaterializedDependents,
 }
 
 /// Why running `plan` again may give other rows even when its sources are
