@@ -409,6 +409,24 @@ impl Catalog {
         parse_manifest(&self.display_path(&path), &bytes, version)
     }
 
+    /// Whether `error` is this catalog's store refusing a request under
+    /// the catalog's root for lack of rights. A refusal elsewhere (a
+    /// source the user may not read) is not the catalog's.
+    pub fn refused(&self, error: &Error) -> bool {
+        let root = self.root.as_ref();
+        let under_root = |path: &str| {
+            let path = path.trim_start_matches('/');
+            root.is_empty() || path == root || path.starts_with(&format!("{root}/"))
+        };
+        let text = error.to_string();
+        error.refusals().iter().any(|refusal| match refusal {
+            Some(path) => under_root(path),
+            // Only a local file system's error lacks the path; its text
+            // names the file.
+            None => text.contains(&self.display_path(&self.root)),
+        })
+    }
+
     /// An object's path as people know it: a local file's absolute path,
     /// else its URL.
     pub fn display_path(&self, path: &Path) -> String {

@@ -293,6 +293,21 @@ pub enum Error {
         reason: String,
     },
 
+    /// A statement that writes to the catalog was refused by its store for
+    /// lack of rights (a read-only folder, a bucket the credentials may
+    /// only read). Queries of the catalog keep working.
+    #[error(
+        "cannot execute {command}: catalog \"{location}\" is read-only\nDETAIL: {detail}\nHINT: Open a catalog you may write to; queries of this one still work."
+    )]
+    ReadOnlyCatalog {
+        /// The statement, as PostgreSQL names it: `REFRESH MATERIALIZED VIEW`.
+        command: &'static str,
+        /// The catalog's location.
+        location: String,
+        /// The store's refusal.
+        detail: String,
+    },
+
     /// A statement this crate parses but does not support.
     #[error("{0}")]
     NotSupported(String),
@@ -318,6 +333,44 @@ impl Error {
             Error::ObjectStore(_) | Error::CommitOutcomeUnknown { .. } => false,
             _ => true,
         }
+    }
+
+    /// The refusals for lack of rights in this error's chain of causes:
+    /// for each, the object path when the store names it (`None` for a
+    /// local file system's I/O error, whose path is only in the text).
+    pub(crate) fn refusals(&self) -> Vec<Option<String>> {
+        let mut found = vec![];
+        // A transparent variant's `source()` skips the error it wraps.
+        let first: &(dyn std::error::Error + 'static) = match self {
+            Error::ObjectStore(e) => e,
+            Error::DataFusion(e) => e,
+            other => other,
+        };
+        let mut next = Some(first);
+        while let Some(error) = next {
+            next = error.source();
+            if let Some(store) = error.downcast_ref::<object_store::Error>() {
+                if let object_store::Error::PermissionDenied { path, .. }
+                | object_store::Error::Unauthenticated { path, .. } = store
+                {
+                    found.push(Some(path.clone()));
+                }
+            } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
+                ) && io.get_ref().is_none()
+                {
+                    found.push(None);
+                }
+                // An I/O error made from another error hides it from
+                // `source()`: look inside.
+                if let Some(inner) = io.get_ref() {
+                    next = Some(inner);
+                }
+            }
+        }
+        found
     }
 
     /// Wraps this error for returning from a DataFusion trait method.

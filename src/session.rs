@@ -97,6 +97,45 @@ pub struct RefreshOutcome {
     pub detail: String,
 }
 
+impl RefreshOutcome {
+    /// The rows `sql("REFRESH ...")` returns, one per view refreshed:
+    /// `view`, `mode`, `rows_written`, `version`, `rows_deleted`, `detail`.
+    pub fn batch(outcomes: &[RefreshOutcome]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("view", DataType::Utf8, false),
+            Field::new("mode", DataType::Utf8, false),
+            Field::new("rows_written", DataType::Int64, false),
+            Field::new("version", DataType::Int64, false),
+            Field::new("rows_deleted", DataType::Int64, false),
+            Field::new("detail", DataType::Utf8, false),
+        ]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    outcomes.iter().map(|o| o.view.as_str()),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    outcomes.iter().map(|o| o.mode),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    outcomes.iter().map(|o| o.rows_written as i64),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    outcomes.iter().map(|o| o.version as i64),
+                )),
+                Arc::new(Int64Array::from_iter_values(
+                    outcomes.iter().map(|o| o.rows_deleted as i64),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    outcomes.iter().map(|o| o.detail.as_str()),
+                )),
+            ],
+        )
+        .expect("refresh result columns match their schema")
+    }
+}
+
 /// What a refresh of one view will do (see `MatviewSession::plan_refresh`).
 struct PlannedRefresh {
     name: QualifiedName,
@@ -454,6 +493,19 @@ impl MatviewSession {
         self.run(statement, None).await
     }
 
+    /// `error`, as [`Error::ReadOnlyCatalog`] when it is the catalog's
+    /// store refusing `command`'s writes.
+    fn refused(&self, command: &'static str, error: Error) -> Error {
+        if matches!(error, Error::ReadOnlyCatalog { .. }) || !self.catalog.refused(&error) {
+            return error;
+        }
+        Error::ReadOnlyCatalog {
+            command,
+            location: self.catalog.location().to_string(),
+            detail: error.to_string(),
+        }
+    }
+
     /// Runs one statement; `text` is how the user wrote it, remembered for
     /// `CREATE EXTERNAL TABLE` / `CREATE VIEW` (DataFusion's printed form of
     /// a statement can leave out its options).
@@ -461,21 +513,26 @@ impl MatviewSession {
         self.sync().await?;
         match statement {
             Statement::Create(create) => {
-                self.create(&create, None).await?;
+                self.create(&create, None)
+                    .await
+                    .map_err(|e| self.refused("CREATE MATERIALIZED VIEW", e))?;
                 self.empty()
             }
             Statement::Refresh(refresh) => {
                 let outcomes = self.refresh(&refresh).await?;
-                Ok(self.ctx.read_batch(refresh_batch(&outcomes))?)
+                Ok(self.ctx.read_batch(RefreshOutcome::batch(&outcomes))?)
             }
             Statement::ExplainRefresh(refresh) => self.explain_refresh(&refresh).await,
             Statement::Drop(drop) => {
-                self.drop_views(&drop).await?;
+                self.drop_materialized_views(&drop).await?;
                 self.empty()
             }
             Statement::Show { like } => self.show(like.as_deref()).await,
             Statement::Vacuum => {
-                let report = self.cleanup().await?;
+                let report = self
+                    .cleanup()
+                    .await
+                    .map_err(|e| self.refused("VACUUM MATERIALIZED VIEWS", e))?;
                 let schema = Arc::new(Schema::new(vec![
                     Field::new("manifests_deleted", DataType::Int64, false),
                     Field::new("files_deleted", DataType::Int64, false),
@@ -878,7 +935,11 @@ impl MatviewSession {
         let mut outcomes = vec![];
         for (name, full) in self.refresh_order(refresh).await? {
             let planned = self.plan_refresh(&name, full).await?;
-            outcomes.push(self.run_refresh(planned).await?);
+            let outcome = self
+                .run_refresh(planned)
+                .await
+                .map_err(|e| self.refused("REFRESH MATERIALIZED VIEW", e))?;
+            outcomes.push(outcome);
         }
         Ok(outcomes)
     }
@@ -1256,7 +1317,10 @@ impl MatviewSession {
         drop: &DropMaterializedView,
     ) -> Result<Vec<(QualifiedName, &'static str)>> {
         self.sync().await?;
-        let cascaded = self.drop_views(drop).await?;
+        let cascaded = self
+            .drop_views(drop)
+            .await
+            .map_err(|e| self.refused("DROP MATERIALIZED VIEW", e))?;
         Ok(cascaded.into_iter().map(|(n, k)| (n, k.as_str())).collect())
     }
 
@@ -1322,11 +1386,16 @@ impl MatviewSession {
         // Dependents deepest first, then the targets.
         let mut order: Vec<(QualifiedName, Kind)> = cascaded.iter().rev().cloned().collect();
         order.extend(targets.iter().cloned());
-        for (name, kind) in &order {
-            if *kind == Kind::View {
-                self.deregister(name)?;
+        // Out of the session only once the catalog has forgotten them: a
+        // refused commit leaves everything as it was.
+        let deregister_views = || -> Result<()> {
+            for (name, kind) in &order {
+                if *kind == Kind::View {
+                    self.deregister(name)?;
+                }
             }
-        }
+            Ok(())
+        };
         let dropped: Vec<QualifiedName> = order
             .iter()
             .filter(|(_, k)| *k == Kind::MaterializedView)
@@ -1338,6 +1407,7 @@ impl MatviewSession {
                 .iter()
                 .any(|(n, _)| remembered.relations.iter().any(|r| &r.name == n))
         {
+            deregister_views()?;
             return Ok(cascaded);
         }
         let views: Vec<&QualifiedName> = order
@@ -1356,6 +1426,7 @@ impl MatviewSession {
                 Ok(())
             })
             .await?;
+        deregister_views()?;
         for name in &dropped {
             self.deregister(name)?;
         }
@@ -1502,9 +1573,15 @@ impl MatviewSession {
                     } else {
                         Kind::View
                     };
+                    let command = if kind == Kind::Table {
+                        "DROP TABLE"
+                    } else {
+                        "DROP VIEW"
+                    };
                     return self
                         .drop_relations(kind, names, *if_exists, *cascade, &statement)
-                        .await;
+                        .await
+                        .map_err(|e| self.refused(command, e));
                 }
                 SQLStatement::Drop {
                     object_type: ObjectType::Schema,
@@ -1575,8 +1652,21 @@ impl MatviewSession {
             let name = self.resolve(&view.name)?;
             self.created_under().insert(name, self.defaults());
         }
-        if self.options.remember_relations {
-            self.remember(&statement, text, existed).await?;
+        if self.options.remember_relations
+            && let Err(e) = self.remember(&statement, text, existed).await
+        {
+            // Not remembered, so not created: a later process would not
+            // have it. (A replaced relation stays replaced in this one.)
+            if let Some(name) = created
+                && !existed
+            {
+                self.deregister(&self.resolve(name)?)?;
+            }
+            let command = match &statement {
+                DFStatement::CreateExternalTable(_) => "CREATE EXTERNAL TABLE",
+                _ => "CREATE VIEW",
+            };
+            return Err(self.refused(command, e));
         }
         Ok(df)
     }
@@ -1879,42 +1969,6 @@ fn dml_targets(statement: &SQLStatement) -> Vec<&ObjectName> {
         SQLStatement::Truncate(truncate) => truncate.table_names.iter().map(|t| &t.name).collect(),
         _ => vec![],
     }
-}
-
-/// The result of REFRESH: one row per view refreshed.
-fn refresh_batch(outcomes: &[RefreshOutcome]) -> RecordBatch {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("view", DataType::Utf8, false),
-        Field::new("mode", DataType::Utf8, false),
-        Field::new("rows_written", DataType::Int64, false),
-        Field::new("version", DataType::Int64, false),
-        Field::new("rows_deleted", DataType::Int64, false),
-        Field::new("detail", DataType::Utf8, false),
-    ]));
-    RecordBatch::try_new(
-        schema,
-        vec![
-            Arc::new(StringArray::from_iter_values(
-                outcomes.iter().map(|o| o.view.as_str()),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                outcomes.iter().map(|o| o.mode),
-            )),
-            Arc::new(Int64Array::from_iter_values(
-                outcomes.iter().map(|o| o.rows_written as i64),
-            )),
-            Arc::new(Int64Array::from_iter_values(
-                outcomes.iter().map(|o| o.version as i64),
-            )),
-            Arc::new(Int64Array::from_iter_values(
-                outcomes.iter().map(|o| o.rows_deleted as i64),
-            )),
-            Arc::new(StringArray::from_iter_values(
-                outcomes.iter().map(|o| o.detail.as_str()),
-            )),
-        ],
-    )
-    .expect("refresh result columns match their schema")
 }
 
 /// Splits a catalog location into the object-store URL and the root path

@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -86,10 +86,18 @@ struct Shared {
     counters: Counters,
     fault: Mutex<Option<Fault>>,
     base: AtomicU64,
+    read_only: AtomicBool,
 }
 
 impl Shared {
     fn before_write(&self, path: &Path) -> object_store::Result<u64> {
+        if self.read_only.load(Ordering::SeqCst) {
+            // What S3 answers (403) and a read-only folder gives.
+            return Err(object_store::Error::PermissionDenied {
+                path: path.to_string(),
+                source: "the store is read-only (InstrumentedStore)".into(),
+            });
+        }
         let n = self.counters.writes.fetch_add(1, Ordering::SeqCst) + 1;
         self.act(n, false, path)?;
         Ok(n)
@@ -154,6 +162,12 @@ impl InstrumentedStore {
             Ordering::SeqCst,
         );
         *self.shared.fault.lock().unwrap_or_else(|e| e.into_inner()) = fault;
+    }
+
+    /// Refuses (or allows again) every write, as a bucket or folder the
+    /// user may only read does: `PermissionDenied`.
+    pub fn set_read_only(&self, read_only: bool) {
+        self.shared.read_only.store(read_only, Ordering::SeqCst);
     }
 }
 

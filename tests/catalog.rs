@@ -1239,3 +1239,121 @@ async fn scans_skip_files_by_recorded_statistics() {
     assert!(text.contains(&expected), "{text}");
     assert_eq!(ids(&s, "SELECT id FROM v WHERE id = 500").await, [500]);
 }
+
+#[tokio::test]
+async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("cat").display().to_string();
+    let store = datafusion_matview::testing::InstrumentedStore::new(Arc::new(
+        object_store::local::LocalFileSystem::new(),
+    ));
+    let open = || async {
+        let ctx = SessionContext::new();
+        ctx.register_object_store(
+            &url::Url::parse("file://").unwrap(),
+            Arc::new(store.clone()),
+        );
+        let options = MatviewOptions {
+            remember_relations: true,
+            ..MatviewOptions::default()
+        };
+        MatviewSession::open_with_options(ctx, &location, options)
+            .await
+            .unwrap()
+    };
+    {
+        let s = open().await;
+        s.sql("CREATE VIEW p AS SELECT 1 AS x").await.unwrap();
+        s.sql("CREATE VIEW p2 AS SELECT 3 AS z").await.unwrap();
+        s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM p")
+            .await
+            .unwrap();
+        s.sql("CREATE MATERIALIZED VIEW w AS SELECT 2 AS y WITH NO DATA")
+            .await
+            .unwrap();
+    }
+    store.set_read_only(true);
+    let s = open().await;
+    // Reads work: the view, the remembered plain view, SHOW, a no_op.
+    let rows = s
+        .sql("SELECT x FROM v")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    s.sql("SELECT x FROM p")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    s.sql("SHOW MATERIALIZED VIEWS")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap();
+    for (statement, command) in [
+        (
+            "REFRESH MATERIALIZED VIEW v FULL",
+            "REFRESH MATERIALIZED VIEW",
+        ),
+        ("REFRESH MATERIALIZED VIEW w", "REFRESH MATERIALIZED VIEW"),
+        (
+            "CREATE MATERIALIZED VIEW n AS SELECT 1 AS x",
+            "CREATE MATERIALIZED VIEW",
+        ),
+        (
+            "CREATE MATERIALIZED VIEW n AS SELECT 1 AS x WITH NO DATA",
+            "CREATE MATERIALIZED VIEW",
+        ),
+        ("DROP MATERIALIZED VIEW v", "DROP MATERIALIZED VIEW"),
+        ("CREATE VIEW q AS SELECT 1 AS x", "CREATE VIEW"),
+        ("DROP VIEW p2", "DROP VIEW"),
+    ] {
+        let err = s.sql(statement).await.unwrap_err().to_string();
+        let expected = format!(
+            "cannot execute {command}: catalog \"{location}\" is read-only\n\
+             DETAIL: "
+        );
+        assert!(err.starts_with(&expected), "{statement}: {err}");
+        assert!(
+            err.ends_with("HINT: Open a catalog you may write to; queries of this one still work."),
+            "{statement}: {err}"
+        );
+    }
+    // A relation that could not be remembered was not created; one whose
+    // drop could not be recorded was not dropped, nor was the view.
+    assert!(s.sql("SELECT * FROM q").await.is_err());
+    s.sql("SELECT z FROM p2").await.unwrap();
+    s.sql("SELECT x FROM v").await.unwrap();
+    // A refusal outside the catalog is not the catalog's.
+    let other = tempfile::tempdir().unwrap();
+    let err = s
+        .sql(&format!(
+            "COPY (SELECT 1 AS x) TO '{}/out.parquet'",
+            other.path().display()
+        ))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(!err.contains("is read-only\nDETAIL"), "{err}");
+    // Nothing changed.
+    store.set_read_only(false);
+    let s = open().await;
+    let rows = s
+        .sql("SELECT x FROM v")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    assert!(s.sql("SELECT * FROM n").await.is_err());
+}

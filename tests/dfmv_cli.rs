@@ -1373,3 +1373,193 @@ fn dm_numbers_are_numbers_in_machine_formats() {
         serde_json::json!({"Schema": "public", "Name": "b"})
     );
 }
+
+#[test]
+fn create_and_refresh_print_rows_in_machine_formats() {
+    let dir = Dir::new();
+    let out = dir.ok(&[
+        "-q",
+        "--format",
+        "nd-json",
+        "-c",
+        "CREATE MATERIALIZED VIEW a AS SELECT 1 AS x UNION ALL SELECT 2",
+        "-c",
+        "CREATE MATERIALIZED VIEW IF NOT EXISTS a AS SELECT 1 AS x",
+        "-c",
+        "CREATE MATERIALIZED VIEW b AS SELECT x FROM a WITH NO DATA",
+        "-c",
+        "REFRESH MATERIALIZED VIEW b",
+        "-c",
+        "REFRESH MATERIALIZED VIEW b",
+    ]);
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
+        .collect();
+    let row = |view: &str, mode: &str, rows: u64, version: u64, detail: &str| {
+        serde_json::json!({"view": view, "mode": mode, "rows_written": rows,
+            "version": version, "rows_deleted": 0, "detail": detail})
+    };
+    assert_eq!(
+        rows,
+        [
+            row("a", "full", 2, 1, "created"),
+            row("a", "skipped", 0, 1, "already exists"),
+            row("b", "not_populated", 0, 2, "WITH NO DATA"),
+            row("b", "full", 2, 3, "first refresh"),
+            row("b", "no_op", 0, 3, "sources unchanged"),
+        ],
+        "{out}"
+    );
+    // CSV: a header and one row a statement; the table format keeps the
+    // sentence.
+    let out = dir.ok(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "REFRESH MATERIALIZED VIEW a FULL",
+    ]);
+    assert_eq!(
+        out,
+        "view,mode,rows_written,version,rows_deleted,detail\na,full,2,4,2,FULL requested\n"
+    );
+    let out = dir.ok(&["-c", "REFRESH MATERIALIZED VIEW a"]);
+    assert!(
+        out.contains("REFRESH MATERIALIZED VIEW a: no_op (sources unchanged) in "),
+        "{out}"
+    );
+}
+
+/// Runs `command` as a user who may not write what this process made:
+/// itself when it is not root (file modes bind it), else `nobody` through
+/// `setpriv` (root ignores file modes), with a copy of dfmv that user may
+/// run when the build folder is closed to it.
+fn as_other_user(dir: &Dir, command: Command) -> Command {
+    let uid = Command::new("id").arg("-u").output().expect("id runs");
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return command;
+    }
+    let nobody = ["--reuid=65534", "--regid=65534", "--clear-groups"];
+    let runs = |bin: &Path| {
+        Command::new("setpriv")
+            .args(nobody)
+            .arg(bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let mut bin = PathBuf::from(command.get_program());
+    if !runs(&bin) {
+        let copy = dir.join("dfmv-copy");
+        std::fs::copy(&bin, &copy).unwrap();
+        std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        bin = copy;
+        assert!(runs(&bin), "setpriv cannot run dfmv as nobody");
+    }
+    let mut other = Command::new("setpriv");
+    other.args(nobody).arg(bin).args(command.get_args());
+    other.current_dir(command.get_current_dir().unwrap());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => other.env(key, value),
+            None => other.env_remove(key),
+        };
+    }
+    other
+}
+
+#[test]
+fn a_read_only_catalog_folder_serves_queries_and_refuses_changes() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW v AS SELECT 1 AS x",
+        "-c",
+        "CREATE VIEW p AS SELECT 2 AS y",
+    ]);
+    let catalog = dir.join("catalog");
+    let listing = |path: &Path| -> Vec<PathBuf> {
+        let mut all = vec![];
+        let mut stack = vec![path.to_path_buf()];
+        while let Some(p) = stack.pop() {
+            all.push(p.clone());
+            if p.is_dir() {
+                stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            }
+        }
+        all.sort();
+        all
+    };
+    let before = listing(&catalog);
+    let set_mode = |path: &Path, dirs: u32, files: u32| {
+        for p in listing(path) {
+            let mode = if p.is_dir() { dirs } else { files };
+            std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(mode))
+                .unwrap();
+        }
+    };
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    set_mode(&catalog, 0o555, 0o444);
+    let run = |args: &[&str]| {
+        let output = as_other_user(&dir, dir.command(args)).output().unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT x FROM v",
+        "-c",
+        "SELECT y FROM p",
+        "-c",
+        "SHOW MATERIALIZED VIEWS",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.starts_with("x\n1\ny\n2\n"), "{out}");
+    let location = catalog.display().to_string();
+    for (statement, command) in [
+        (
+            "REFRESH MATERIALIZED VIEW v FULL",
+            "REFRESH MATERIALIZED VIEW",
+        ),
+        ("DROP MATERIALIZED VIEW v", "DROP MATERIALIZED VIEW"),
+        (
+            "CREATE MATERIALIZED VIEW w AS SELECT 1 AS z",
+            "CREATE MATERIALIZED VIEW",
+        ),
+        ("DROP VIEW p", "DROP VIEW"),
+    ] {
+        let (code, out) = run(&["-q", "-c", statement]);
+        assert_eq!(code, Some(1), "{statement}: {out}");
+        assert!(
+            out.starts_with(&format!(
+                "Error: cannot execute {command}: catalog \"{location}\" is read-only\nDETAIL: "
+            )),
+            "{statement}: {out}"
+        );
+        assert!(
+            out.contains("Permission denied")
+                && out.ends_with(
+                    "\nHINT: Open a catalog you may write to; queries of this one still work.\n"
+                ),
+            "{statement}: {out}"
+        );
+    }
+    set_mode(&catalog, 0o755, 0o644);
+    assert_eq!(listing(&catalog), before, "the catalog changed");
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT x FROM v"]),
+        "x\n1\n"
+    );
+}

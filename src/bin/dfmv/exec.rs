@@ -21,12 +21,12 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Statement as SQLStatement};
 use datafusion_cli::command::{Command, OutputFormat};
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
-use datafusion_matview::MatviewSession;
 use datafusion_matview::spec::QualifiedName;
 use datafusion_matview::sql::{
     CreateMaterializedView, RefreshMaterializedView, ScriptChunk, ScriptSplitter, Statement,
     parse_sql_with_text,
 };
+use datafusion_matview::{MatviewSession, RefreshOutcome};
 use futures::StreamExt;
 
 use crate::context;
@@ -349,8 +349,35 @@ async fn create_view(
         if !print_options.quiet {
             eprintln!("NOTICE: relation \"{display}\" already exists, skipping");
         }
+        if structured(print_options) {
+            let skipped = outcome(&display, "skipped", 0, manifest.version, "already exists");
+            print_outcomes(app, print_options, &[skipped], started)?;
+        }
         return Ok(());
     };
+    if structured(print_options) {
+        let row = match &view.snapshot {
+            Some(snapshot) => outcome(
+                &display,
+                "full",
+                snapshot.row_count,
+                manifest.version,
+                "created",
+            ),
+            None => outcome(
+                &display,
+                "not_populated",
+                0,
+                manifest.version,
+                "WITH NO DATA",
+            ),
+        };
+        print_outcomes(app, print_options, &[row], started)?;
+        if let Some(snapshot) = &view.snapshot {
+            warn_if_large(&display, snapshot.size_bytes);
+        }
+        return Ok(());
+    }
     match &view.snapshot {
         Some(snapshot) => {
             if !print_options.quiet {
@@ -385,7 +412,9 @@ async fn refresh_view(
     // One outcome per view refreshed (CASCADE refreshes what it reads
     // first); the named view comes last.
     let outcomes = result?;
-    if !print_options.quiet {
+    if structured(print_options) {
+        print_outcomes(app, print_options, &outcomes, started)?;
+    } else if !print_options.quiet {
         for outcome in &outcomes {
             let what = match outcome.mode {
                 "no_op" => format!("no_op ({})", outcome.detail),
@@ -415,6 +444,46 @@ async fn refresh_view(
         warn_if_large(&outcome.view, snapshot.size_bytes);
     }
     Ok(())
+}
+
+/// Whether results go to a script (`--format csv|tsv|json|nd-json`):
+/// then CREATE and REFRESH print their result rows in that format, not
+/// sentences.
+fn structured(print_options: &PrintOptions) -> bool {
+    !matches!(
+        print_options.format,
+        PrintFormat::Table | PrintFormat::Automatic
+    )
+}
+
+/// A CREATE's result in REFRESH's columns: `mode` is `full`,
+/// `not_populated` (WITH NO DATA) or `skipped` (IF NOT EXISTS).
+fn outcome(
+    view: &str,
+    mode: &'static str,
+    rows: u64,
+    version: u64,
+    detail: &str,
+) -> RefreshOutcome {
+    RefreshOutcome {
+        view: view.to_string(),
+        mode,
+        rows_written: rows,
+        version,
+        rows_deleted: 0,
+        detail: detail.to_string(),
+    }
+}
+
+/// Prints CREATE and REFRESH results as rows, in the session's format.
+fn print_outcomes(
+    app: &App,
+    print_options: &PrintOptions,
+    outcomes: &[RefreshOutcome],
+    started: Instant,
+) -> Result<()> {
+    let batch = RefreshOutcome::batch(outcomes);
+    print_batches(app, print_options, batch.schema(), &[batch], started)
 }
 
 /// Warns on stderr when a view's data is larger than the threshold.
