@@ -42,7 +42,7 @@ use crate::sql::{
     CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
     parse_sql_with_text, quote_ident, without_secret_options,
 };
-use crate::table::MaterializedViewTable;
+use crate::table::{MaterializedViewTable, UnreadableFile};
 
 /// Options of a [`MatviewSession`].
 #[derive(Debug, Clone)]
@@ -548,6 +548,15 @@ impl MatviewSession {
             }
             Statement::DataFusion(statement) => self.execute_datafusion(*statement, text).await,
         }
+    }
+
+    /// After a query over materialized view `name` failed reading Parquet:
+    /// the first file of its current snapshot that cannot be read back
+    /// whole, if any. Reads every file of the snapshot.
+    pub async fn unreadable_file(&self, name: &QualifiedName) -> Option<UnreadableFile> {
+        let manifest = self.catalog.current();
+        let snapshot = manifest.view(name)?.snapshot.as_ref()?;
+        crate::table::first_unreadable_file(&self.catalog, snapshot).await
     }
 
     /// Removes superseded manifest versions, retired snapshots and files

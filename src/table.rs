@@ -299,3 +299,62 @@ impl TableProvider for MaterializedViewTable {
         Err(self.read_only())
     }
 }
+
+/// A file of a view's snapshot that cannot be read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnreadableFile {
+    /// The file, as people know it (a local path or a URL).
+    pub path: String,
+    /// What reading it said.
+    pub reason: String,
+}
+
+/// The first file of `snapshot` whose footer or data does not decode,
+/// reading every file whole: a diagnosis for after a scan has failed, not
+/// something to run on every query.
+pub(crate) async fn first_unreadable_file(
+    catalog: &Catalog,
+    snapshot: &Snapshot,
+) -> Option<UnreadableFile> {
+    use datafusion::datasource::physical_plan::parquet::{
+        DefaultParquetFileReaderFactory, ParquetFileReaderFactory,
+    };
+    use datafusion::parquet::arrow::ParquetRecordBatchStreamBuilder;
+    use datafusion::physical_plan::metrics::ExecutionPlanMetricsSet;
+    use futures::TryStreamExt;
+
+    let readers = DefaultParquetFileReaderFactory::new(Arc::clone(catalog.store()));
+    for file in &snapshot.files {
+        let path = catalog.path(&file.path);
+        let read = async {
+            let reader: Box<dyn datafusion::parquet::arrow::async_reader::AsyncFileReader> =
+                readers
+                    .create_reader(
+                        0,
+                        PartitionedFile::new(path.to_string(), file.size),
+                        None,
+                        &ExecutionPlanMetricsSet::new(),
+                    )
+                    .map_err(|e| datafusion::parquet::errors::ParquetError::External(e.into()))?;
+            let stream = ParquetRecordBatchStreamBuilder::new(reader)
+                .await?
+                .build()?;
+            let batches: Vec<_> = stream.try_collect().await?;
+            let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+            if rows as u64 != file.rows {
+                return Err(datafusion::parquet::errors::ParquetError::General(format!(
+                    "{rows} rows where the manifest records {}",
+                    file.rows
+                )));
+            }
+            Ok(())
+        };
+        if let Err(e) = read.await {
+            return Some(UnreadableFile {
+                path: catalog.display_path(&path),
+                reason: e.to_string(),
+            });
+        }
+    }
+    None
+}

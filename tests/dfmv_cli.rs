@@ -1563,3 +1563,63 @@ fn a_read_only_catalog_folder_serves_queries_and_refuses_changes() {
         "x\n1\n"
     );
 }
+
+#[test]
+fn a_corrupt_file_of_a_view_is_named_with_what_to_do() {
+    let dir = Dir::new();
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE MATERIALIZED VIEW \"My W\" AS SELECT v, 'str' || v AS s \
+         FROM generate_series(1, 100000) t(v)",
+        "-c",
+        "CREATE VIEW p AS SELECT * FROM \"My W\"",
+    ]);
+    let mut files = vec![];
+    let mut stack = vec![dir.join("catalog")];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else if p.extension().is_some_and(|e| e == "parquet") {
+            files.push(p);
+        }
+    }
+    assert!(!files.is_empty());
+    // Garbles the data pages, leaving the footer: the scan fails while
+    // decoding, with an error that names no file.
+    for file in &files {
+        let mut bytes = std::fs::read(file).unwrap();
+        let n = bytes.len();
+        for b in &mut bytes[n / 10..n / 2] {
+            *b ^= 0x5a;
+        }
+        std::fs::write(file, bytes).unwrap();
+    }
+    // Through a plain view too.
+    let run = dir.dfmv(&["-q", "-c", "SELECT sum(v), max(s) FROM p"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    let (first, rest) = run.stdout.split_once('\n').unwrap();
+    assert!(
+        first.starts_with("Error: ") && !first.contains(".parquet"),
+        "{run:#?}"
+    );
+    let named = files.iter().find(|f| {
+        rest.contains(&format!(
+            "DETAIL: file {} of materialized view \"My W\" cannot be read: ",
+            f.display()
+        ))
+    });
+    assert!(named.is_some(), "{run:#?}");
+    assert!(
+        rest.ends_with(
+            "\nHINT: REFRESH MATERIALIZED VIEW \"My W\" FULL writes it again from its sources.\n"
+        ),
+        "{run:#?}"
+    );
+    // Which is what repairs it.
+    dir.ok(&["-q", "-c", "REFRESH MATERIALIZED VIEW \"My W\" FULL"]);
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT sum(v) AS s FROM p"]),
+        "s\n5000050000\n"
+    );
+}

@@ -196,7 +196,13 @@ async fn exec_statement(
             // Through sql() so that a remembered CREATE EXTERNAL TABLE /
             // CREATE VIEW keeps the text as written.
             let df = session.sql(text).await?;
-            print_dataframe(app, print_options, df, started, all_rows).await
+            let scanned = scanned_views(session, df.logical_plan());
+            match print_dataframe(app, print_options, df, started, all_rows).await {
+                Err(e) if e.to_string().to_lowercase().contains("parquet") => {
+                    Err(name_unreadable_file(session, &scanned, e).await)
+                }
+                other => other,
+            }
         }
         Statement::Drop(drop) => {
             let cascaded = session.drop_materialized_views(&drop).await?;
@@ -224,6 +230,49 @@ async fn exec_statement(
             print_dataframe(app, print_options, df, started, false).await
         }
     }
+}
+
+/// The materialized views a plan scans (through plain views and
+/// subqueries too).
+fn scanned_views(session: &MatviewSession, plan: &LogicalPlan) -> Vec<QualifiedName> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let (catalog, schema) = context::defaults(session.context());
+    let manifest = session.catalog().current();
+    let mut views = vec![];
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let name: QualifiedName = scan.table_name.clone().resolve(&catalog, &schema).into();
+            if manifest.view(&name).is_some() && !views.contains(&name) {
+                views.push(name);
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    views
+}
+
+/// A Parquet error from a query over materialized views, with the file
+/// that cannot be read named and what to do about it.
+async fn name_unreadable_file(
+    session: &MatviewSession,
+    views: &[QualifiedName],
+    error: BoxError,
+) -> BoxError {
+    for view in views {
+        if let Some(file) = session.unreadable_file(view).await {
+            let (catalog, schema) = context::defaults(session.context());
+            return format!(
+                "{error}\nDETAIL: file {} of materialized view \"{}\" cannot be read: {}\n\
+                 HINT: REFRESH MATERIALIZED VIEW {} FULL writes it again from its sources.",
+                file.path,
+                view.short(&catalog, &schema),
+                file.reason,
+                view.short_quoted(&catalog, &schema),
+            )
+            .into();
+        }
+    }
+    error
 }
 
 /// Runs a DataFrame and prints it as `datafusion-cli` does: bounded
