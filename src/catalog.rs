@@ -297,8 +297,8 @@ impl Catalog {
             retired: vec![],
             relations,
         };
-        let json = serde_json::to_vec(&manifest).map_err(|e| Error::CorruptManifest {
-            path: self.display_path(&self.version_path(manifest.version)),
+        let json = serde_json::to_vec(&manifest).map_err(|e| Error::Encoding {
+            what: "a manifest",
             reason: e.to_string(),
         })?;
         let opts = PutOptions {
@@ -643,8 +643,8 @@ impl Catalog {
                 retired.retired_at = Some(next.committed_at);
             }
             let path = self.version_path(next.version);
-            let json = serde_json::to_vec(&next).map_err(|e| Error::CorruptManifest {
-                path: self.display_path(&path),
+            let json = serde_json::to_vec(&next).map_err(|e| Error::Encoding {
+                what: "a manifest",
                 reason: e.to_string(),
             })?;
             let opts = PutOptions {

@@ -1,0 +1,151 @@
+//! The manifest format, pinned by checked-in files.
+//!
+//! `tests/data/manifest-format1.json` is a manifest this crate wrote (from a
+//! dfmv session: an external table and a plain view remembered, the first
+//! with a withheld secret option; a GROUP BY view with aggregate state
+//! refreshed incrementally, one with column names over a plain view, one
+//! over another materialized view, one over an in-memory table, one using
+//! `now()`, one never populated; retired snapshots; per-file statistics and
+//! lineage). Reading it must give exactly these values, and writing them
+//! back must give exactly that JSON: renaming, dropping or re-encoding a
+//! field (ours, or the Arrow schema's serde form) fails here before it can
+//! strand a catalog. `manifest-format2.json` stands for a newer build's
+//! file: refused by name, never half read.
+
+use datafusion::arrow::datatypes::{DataType, TimeUnit};
+use datafusion_matview::Error;
+use datafusion_matview::catalog::parse_manifest;
+use datafusion_matview::spec::{Fingerprint, Manifest, QualifiedName, RelationKind};
+
+const FORMAT1: &str = include_str!("data/manifest-format1.json");
+const FORMAT2: &str = include_str!("data/manifest-format2.json");
+
+fn read() -> Manifest {
+    parse_manifest("tests/data/manifest-format1.json", FORMAT1.as_bytes(), 11).unwrap()
+}
+
+fn name(n: &str) -> QualifiedName {
+    QualifiedName {
+        catalog: "datafusion".into(),
+        schema: "public".into(),
+        name: n.into(),
+    }
+}
+
+#[test]
+fn format_1_writes_back_exactly_as_checked_in() {
+    let written = serde_json::to_value(read()).unwrap();
+    let golden: serde_json::Value = serde_json::from_str(FORMAT1).unwrap();
+    assert_eq!(written, golden);
+}
+
+#[test]
+fn format_1_reads_every_kind_of_entry() {
+    let m = read();
+    assert_eq!((m.format_version, m.version), (1, 11));
+    assert_eq!(m.commit_id, "7a9644aa333d412b967150b0868f939c");
+
+    // Remembered relations, one with a withheld secret.
+    let sales = m
+        .relations
+        .iter()
+        .find(|r| r.name == name("sales"))
+        .unwrap();
+    assert_eq!(sales.kind, RelationKind::ExternalTable);
+    assert_eq!(sales.withheld_options, ["aws.secret_access_key"]);
+    let big = m.relations.iter().find(|r| r.name == name("big")).unwrap();
+    assert_eq!(big.kind, RelationKind::View);
+    assert_eq!(
+        big.sql,
+        "CREATE VIEW big AS SELECT * FROM sales WHERE amount > 10"
+    );
+
+    // Aggregate state of an incrementally refreshed GROUP BY view, and a
+    // files fingerprint with a definition digest.
+    let by_grp = m.view(&name("by_grp")).unwrap();
+    let snapshot = by_grp.snapshot.as_ref().unwrap();
+    assert_eq!(snapshot.state_columns, ["__dfmv_sum_2", "__dfmv_count_2"]);
+    assert_eq!(snapshot.row_count, 2);
+    let Fingerprint::Files { files, definition } = &snapshot.sources[0].fingerprint else {
+        panic!("files fingerprint expected");
+    };
+    assert_eq!(files.len(), 2);
+    assert_eq!(definition.len(), 32);
+
+    // Column names, and a plain view's fingerprint (definition + sources).
+    let picked = m.view(&name("picked")).unwrap();
+    assert_eq!(picked.definition.column_names, ["k", "amt"]);
+    let Fingerprint::View {
+        sources,
+        definition,
+    } = &picked.snapshot.as_ref().unwrap().sources[0].fingerprint
+    else {
+        panic!("view fingerprint expected");
+    };
+    assert_eq!(sources[0].name, name("sales"));
+    assert!(!definition.is_empty());
+
+    // A view over a materialized view: its snapshot id, files and id.
+    let over = m.view(&name("over_mv")).unwrap();
+    let Fingerprint::Snapshot {
+        id,
+        files,
+        definition,
+    } = &over.snapshot.as_ref().unwrap().sources[0].fingerprint
+    else {
+        panic!("snapshot fingerprint expected");
+    };
+    assert_eq!(id.as_deref(), Some(snapshot.id.as_str()));
+    assert_eq!(files.len(), snapshot.files.len());
+    assert_eq!(definition, &by_grp.id);
+
+    // An in-memory source cannot be fingerprinted.
+    let from_mem = m.view(&name("from_mem")).unwrap();
+    assert!(
+        from_mem.snapshot.as_ref().unwrap().sources[0]
+            .fingerprint
+            .is_unknown()
+    );
+
+    // A clock-dependent view: why, the Arrow type, per-file lineage and
+    // statistics with and without min/max.
+    let clocked = m.view(&name("clocked")).unwrap();
+    assert_eq!(
+        clocked.definition.not_reproducible.as_deref(),
+        Some("depends on when it runs: now()")
+    );
+    assert_eq!(
+        clocked.definition.schema.field(1).data_type(),
+        &DataType::Timestamp(TimeUnit::Nanosecond, None)
+    );
+    let file = &clocked.snapshot.as_ref().unwrap().files[0];
+    assert_eq!(
+        file.lineage.as_deref(),
+        Some(&["file:///tmp/golden/data/part-1.csv".to_string()][..])
+    );
+    assert_eq!(file.columns[0].min.as_deref(), Some("1"));
+    assert_eq!(file.columns[1].min, None);
+
+    // Never populated; retired snapshots with their retirement time.
+    assert!(m.view(&name("later")).unwrap().snapshot.is_none());
+    assert_eq!(m.retired.len(), 2);
+    assert!(m.retired.iter().all(|r| r.retired_at.is_some()));
+}
+
+#[test]
+fn a_newer_format_is_refused_by_name() {
+    let err = parse_manifest("cat/_matview/log/12.json", FORMAT2.as_bytes(), 12).unwrap_err();
+    assert!(matches!(
+        err,
+        Error::UnsupportedFormat {
+            found: 2,
+            supported: 1,
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "manifest cat/_matview/log/12.json has format version 2, but this build reads up to 1\n\
+         HINT: Upgrade datafusion-matview to use this catalog."
+    );
+}
