@@ -39,4 +39,7 @@ pub mod testing;
 
 pub use catalog::{Catalog, CleanupReport, RecoveryReport, Sweep};
 pub use error::{Error, Result};
-pub use session::{MatviewOptions, MatviewSession, ProgressListener, RefreshOutcome};
+pub use session::{
+    CreateAction, CreateOutcome, MatviewOptions, MatviewSession, ProgressListener, RefreshMode,
+    RefreshOutcome,
+};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::{SessionConfig, SessionContext};
-use datafusion_matview::{Error, MatviewOptions, MatviewSession};
+use datafusion_matview::{Error, MatviewOptions, MatviewSession, RefreshMode};
 use futures::TryStreamExt;
 mod common;
 
@@ -780,11 +780,11 @@ async fn adopted_data_is_not_trusted_as_fresh() {
         panic!("{statements:?}")
     };
     let outcomes = s.refresh(refresh).await.unwrap();
-    assert_eq!(outcomes.last().map(|o| o.mode), Some("full"));
+    assert_eq!(outcomes.last().map(|o| o.mode), Some(RefreshMode::Full));
     assert_eq!(ids(&s, "SELECT n FROM n").await, [3]);
     // From then on it is fresh, as any view.
     let outcomes = s.refresh(refresh).await.unwrap();
-    assert_eq!(outcomes.last().map(|o| o.mode), Some("no_op"));
+    assert_eq!(outcomes.last().map(|o| o.mode), Some(RefreshMode::NoOp));
 }
 
 /// DataFusion caches directory listings for the life of a session; a
@@ -1356,4 +1356,45 @@ async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
         .unwrap();
     assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
     assert!(s.sql("SELECT * FROM n").await.is_err());
+}
+
+#[tokio::test]
+async fn create_says_what_it_did() {
+    use datafusion_matview::sql::{Statement, parse_sql};
+    use datafusion_matview::{CreateAction, CreateOutcome};
+    let s = MatviewSession::open(SessionContext::new(), "memory:///cat")
+        .await
+        .unwrap();
+    let create = |sql: &str| {
+        let Some(Statement::Create(c)) = parse_sql(sql, "generic", 50).unwrap().pop() else {
+            panic!("{sql}")
+        };
+        c
+    };
+    let outcome = |view: &str, action, rows_written, version| CreateOutcome {
+        view: view.into(),
+        action,
+        rows_written,
+        version,
+    };
+    let run = |sql: &'static str| {
+        let c = create(sql);
+        let s = &s;
+        async move { s.create_materialized_view(&c).await.unwrap() }
+    };
+    assert_eq!(
+        run("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x UNION ALL SELECT 2").await,
+        outcome("v", CreateAction::Created, Some(2), 1)
+    );
+    assert_eq!(
+        run("CREATE MATERIALIZED VIEW IF NOT EXISTS v AS SELECT 1 AS x").await,
+        outcome("v", CreateAction::Skipped, None, 1)
+    );
+    assert_eq!(
+        run("CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT 1 AS x WITH NO DATA").await,
+        outcome("v", CreateAction::Replaced, None, 2)
+    );
+    let batch = CreateOutcome::batch(&[outcome("v", CreateAction::Replaced, None, 2)]);
+    assert_eq!(batch.num_columns(), 5);
+    assert!(batch.column(3).is_null(0));
 }

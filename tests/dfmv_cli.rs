@@ -1396,18 +1396,23 @@ fn create_and_refresh_print_rows_in_machine_formats() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("one JSON object a line"))
         .collect();
-    let row = |view: &str, mode: &str, rows: u64, version: u64, detail: &str| {
+    let refresh = |view: &str, mode: &str, rows: u64, version: u64, detail: &str| {
         serde_json::json!({"view": view, "mode": mode, "rows_written": rows,
             "version": version, "rows_deleted": 0, "detail": detail})
     };
+    // CREATE: what it did; rows_written is null (left out) when not
+    // populated.
     assert_eq!(
         rows,
         [
-            row("a", "full", 2, 1, "created"),
-            row("a", "skipped", 0, 1, "already exists"),
-            row("b", "not_populated", 0, 2, "WITH NO DATA"),
-            row("b", "full", 2, 3, "first refresh"),
-            row("b", "no_op", 0, 3, "sources unchanged"),
+            serde_json::json!({"view": "a", "action": "created", "populated": true,
+                "rows_written": 2, "version": 1}),
+            serde_json::json!({"view": "a", "action": "skipped", "populated": false,
+                "version": 1}),
+            serde_json::json!({"view": "b", "action": "created", "populated": false,
+                "version": 2}),
+            refresh("b", "full", 2, 3, "first refresh"),
+            refresh("b", "no_op", 0, 3, "sources unchanged"),
         ],
         "{out}"
     );

@@ -26,7 +26,9 @@ use datafusion_matview::sql::{
     CreateMaterializedView, RefreshMaterializedView, ScriptChunk, ScriptSplitter, Statement,
     parse_sql_with_text,
 };
-use datafusion_matview::{MatviewSession, RefreshOutcome};
+use datafusion_matview::{
+    CreateAction, CreateOutcome, MatviewSession, RefreshMode, RefreshOutcome,
+};
 use futures::StreamExt;
 
 use crate::context;
@@ -366,12 +368,6 @@ pub fn qualify(session: &MatviewSession, name: &ObjectName) -> Result<QualifiedN
     Ok(reference.resolve(&catalog, &schema).into())
 }
 
-/// The name as messages show it (as short as the defaults allow).
-fn short(session: &MatviewSession, name: &QualifiedName) -> String {
-    let (catalog, schema) = context::defaults(session.context());
-    name.short(&catalog, &schema)
-}
-
 async fn create_view(
     app: &App,
     print_options: &PrintOptions,
@@ -379,72 +375,38 @@ async fn create_view(
     started: Instant,
 ) -> Result<()> {
     let session = &app.session;
-    let name = qualify(session, &create.name)?;
-    let display = short(session, &name);
-    let before = session
-        .catalog()
-        .current()
-        .view(&name)
-        .map(|v| v.id.clone());
-    let result = session.execute(Statement::Create(create.clone())).await;
+    let result = session.create_materialized_view(create).await;
     app.progress.clear();
-    result?;
-    let manifest = session.catalog().current();
-    let created = manifest
-        .view(&name)
-        .filter(|v| Some(&v.id) != before.as_ref());
-    let Some(view) = created else {
-        // IF NOT EXISTS and something of that name was there.
-        if !print_options.quiet {
-            eprintln!("NOTICE: relation \"{display}\" already exists, skipping");
-        }
-        if structured(print_options) {
-            let skipped = outcome(&display, "skipped", 0, manifest.version, "already exists");
-            print_outcomes(app, print_options, &[skipped], started)?;
-        }
-        return Ok(());
+    let outcome = result?;
+    let display = &outcome.view;
+    let size = || {
+        let name = qualify(session, &create.name).ok()?;
+        let view = session.catalog().current().view(&name)?.snapshot.clone()?;
+        Some(view.size_bytes)
     };
-    if structured(print_options) {
-        let row = match &view.snapshot {
-            Some(snapshot) => outcome(
-                &display,
-                "full",
-                snapshot.row_count,
-                manifest.version,
-                "created",
-            ),
-            None => outcome(
-                &display,
-                "not_populated",
-                0,
-                manifest.version,
-                "WITH NO DATA",
-            ),
-        };
-        print_outcomes(app, print_options, &[row], started)?;
-        if let Some(snapshot) = &view.snapshot {
-            warn_if_large(&display, snapshot.size_bytes);
-        }
-        return Ok(());
+    if outcome.action == CreateAction::Skipped && !print_options.quiet {
+        eprintln!("NOTICE: relation \"{display}\" already exists, skipping");
     }
-    match &view.snapshot {
-        Some(snapshot) => {
-            if !print_options.quiet {
-                println!(
-                    "CREATE MATERIALIZED VIEW {display}: full, {} written in {:.2} s",
-                    display::rows(snapshot.row_count),
-                    started.elapsed().as_secs_f64()
-                );
-            }
-            warn_if_large(&display, snapshot.size_bytes);
+    if structured(print_options) {
+        let batch = CreateOutcome::batch(std::slice::from_ref(&outcome));
+        print_batches(app, print_options, batch.schema(), &[batch], started)?;
+    } else if !print_options.quiet {
+        match outcome.rows_written {
+            _ if outcome.action == CreateAction::Skipped => {}
+            Some(rows) => println!(
+                "CREATE MATERIALIZED VIEW {display}: full, {} written in {:.2} s",
+                display::rows(rows),
+                started.elapsed().as_secs_f64()
+            ),
+            None => println!(
+                "CREATE MATERIALIZED VIEW {display}: not populated (WITH NO DATA); use REFRESH MATERIALIZED VIEW {display}"
+            ),
         }
-        None => {
-            if !print_options.quiet {
-                println!(
-                    "CREATE MATERIALIZED VIEW {display}: not populated (WITH NO DATA); use REFRESH MATERIALIZED VIEW {display}"
-                );
-            }
-        }
+    }
+    if outcome.rows_written.is_some()
+        && let Some(bytes) = size()
+    {
+        warn_if_large(display, bytes);
     }
     Ok(())
 }
@@ -466,8 +428,8 @@ async fn refresh_view(
     } else if !print_options.quiet {
         for outcome in &outcomes {
             let what = match outcome.mode {
-                "no_op" => format!("no_op ({})", outcome.detail),
-                "incremental" => format!(
+                RefreshMode::NoOp => format!("no_op ({})", outcome.detail),
+                RefreshMode::Incremental => format!(
                     "incremental ({}), {} written",
                     outcome.detail,
                     display::rows(outcome.rows_written)
@@ -505,26 +467,7 @@ fn structured(print_options: &PrintOptions) -> bool {
     )
 }
 
-/// A CREATE's result in REFRESH's columns: `mode` is `full`,
-/// `not_populated` (WITH NO DATA) or `skipped` (IF NOT EXISTS).
-fn outcome(
-    view: &str,
-    mode: &'static str,
-    rows: u64,
-    version: u64,
-    detail: &str,
-) -> RefreshOutcome {
-    RefreshOutcome {
-        view: view.to_string(),
-        mode,
-        rows_written: rows,
-        version,
-        rows_deleted: 0,
-        detail: detail.to_string(),
-    }
-}
-
-/// Prints CREATE and REFRESH results as rows, in the session's format.
+/// Prints REFRESH results as rows, in the session's format.
 fn print_outcomes(
     app: &App,
     print_options: &PrintOptions,

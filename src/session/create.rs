@@ -1,0 +1,215 @@
+//! `CREATE MATERIALIZED VIEW` (and adopting existing data).
+
+use super::*;
+
+impl MatviewSession {
+    /// Creates a materialized view whose first snapshot is existing Parquet
+    /// data, copied into the catalog, instead of running `query`: for
+    /// adopting results computed the old way (`COPY ... TO`). `name` is
+    /// written as in SQL (quote it if needed); `files` are paths or URLs of
+    /// object stores registered in the session. The files' columns must be
+    /// the query's. The view's freshness is `unknown` (nothing records which
+    /// state of the sources the data was computed from) and its first
+    /// REFRESH is full; afterwards it refreshes like any other.
+    pub async fn adopt(&self, name: &str, query: &str, files: &[String]) -> Result<()> {
+        let sql = format!("CREATE MATERIALIZED VIEW {name} AS {query}");
+        let state = self.ctx.state();
+        let options = state.config().options();
+        let mut statements = crate::sql::parse_sql(
+            &sql,
+            options.sql_parser.dialect.as_ref(),
+            options.sql_parser.recursion_limit.get(),
+        )?;
+        match (statements.pop(), statements.is_empty()) {
+            (Some(Statement::Create(create)), true) => {
+                self.create(&create, Some(files)).await?;
+                Ok(())
+            }
+            _ => Err(Error::NotSupported(format!(
+                "cannot adopt \"{name}\": the query must be a single SELECT"
+            ))),
+        }
+    }
+
+    /// Runs `CREATE MATERIALIZED VIEW` (as [`Self::execute`] does) and says
+    /// what it did.
+    pub async fn create_materialized_view(
+        &self,
+        create: &CreateMaterializedView,
+    ) -> Result<CreateOutcome> {
+        self.sync().await?;
+        self.create(create, None)
+            .await
+            .map_err(|e| self.refused("CREATE MATERIALIZED VIEW", e))
+    }
+
+    pub(super) async fn create(
+        &self,
+        create: &CreateMaterializedView,
+        import: Option<&[String]>,
+    ) -> Result<CreateOutcome> {
+        let name = self.resolve(&create.name)?;
+        let display = self.display(&name);
+        let manifest = self.catalog.reload().await?;
+        let replaced = manifest.view(&name).map(|e| e.id.clone());
+        match self.kind_of(&manifest, &name).await? {
+            None => {}
+            Some(_) if create.if_not_exists => {
+                return Ok(CreateOutcome {
+                    view: display,
+                    action: CreateAction::Skipped,
+                    rows_written: None,
+                    version: manifest.version,
+                });
+            }
+            Some(Kind::MaterializedView) if create.or_replace => {}
+            Some(_) if create.or_replace => {
+                return Err(Error::WrongObjectType {
+                    name: display,
+                    expected: "materialized view",
+                    hint: None,
+                });
+            }
+            Some(_) => return Err(Error::AlreadyExists { name: display }),
+        }
+        if self.schema_provider(&name).is_none() {
+            return Err(Error::SchemaNotFound {
+                name: name.schema.clone(),
+            });
+        }
+
+        let (default_catalog, default_schema) = self.defaults();
+        let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
+        let sql = create.query.to_string();
+        let plan = state.create_logical_plan(&sql).await?;
+        let normalizer = IdentNormalizer::new(self.normalizes_idents());
+        let column_names: Vec<String> = create
+            .columns
+            .iter()
+            .map(|c| normalizer.normalize(c.clone()))
+            .collect();
+        let plan = rename_columns(plan, &column_names)?;
+        let sources = self
+            .sources_of(&plan, &default_catalog, &default_schema)
+            .await?;
+        if sources.contains(&name) {
+            return Err(Error::NotSupported(format!(
+                "materialized view \"{display}\" cannot read itself"
+            )));
+        }
+        if let Some(old) = manifest.view(&name)
+            && old.definition.schema != *plan.schema().as_arrow()
+        {
+            // Views reading it were planned against its columns.
+            let target = [(name.clone(), Kind::MaterializedView)];
+            let dependents = self.dependents(&manifest, &target).await?;
+            if !dependents.is_empty() {
+                return Err(Error::ColumnsInUse {
+                    name: self.display_quoted(&name),
+                    details: self.describe_dependents(&dependents),
+                });
+            }
+        }
+        let mut entry = ViewEntry {
+            dir: view_dir(&name),
+            name: name.clone(),
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            definition: Definition {
+                format: DEFINITION_FORMAT,
+                sql,
+                column_names,
+                default_catalog,
+                default_schema,
+                schema: plan.schema().as_arrow().clone(),
+                sources: sources.into_iter().collect(),
+                not_reproducible: not_reproducible(&plan),
+            },
+            created_at: chrono::Utc::now(),
+            snapshot: None,
+        };
+        if import.is_some() || create.with_data {
+            // Adopted data comes with no fingerprints: nothing says which
+            // state of the sources it was computed from (it may predate
+            // their files of today), so the view is `unknown` and its
+            // first refresh is full.
+            let fingerprints = match import {
+                Some(_) => vec![],
+                None => {
+                    self.fingerprinter(&manifest)
+                        .sources(&entry.definition.sources)
+                        .await?
+                }
+            };
+            entry.snapshot = Some(match import {
+                Some(files) => {
+                    import_snapshot(&state, &self.catalog, &entry, files, fingerprints).await?
+                }
+                None => {
+                    let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
+                    let shape = Shape::of(&plan);
+                    let write = self.full_write(plan, &shape, &fingerprints).await?;
+                    write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints)
+                        .await?
+                }
+            });
+        }
+        let committed = self
+            .catalog
+            .commit(|m| {
+                let current = m.view(&name).map(|e| e.id.clone());
+                if current != replaced {
+                    return Err(match current {
+                        Some(_) if replaced.is_none() => Error::AlreadyExists {
+                            name: display.clone(),
+                        },
+                        _ => Error::CommitConflict {
+                            name: display.clone(),
+                            reason: "it was replaced or dropped by another session".into(),
+                        },
+                    });
+                }
+                m.upsert(entry.clone());
+                Ok(())
+            })
+            .await;
+        let committed = match committed {
+            Ok((_, manifest)) => manifest,
+            Err(e) => {
+                // Only what provably did not land is ours to delete.
+                if let Some(s) = &entry.snapshot
+                    && e.commit_rejected()
+                {
+                    let _ = self
+                        .catalog
+                        .delete_dir(&format!("{}/{}", entry.dir, s.id))
+                        .await;
+                }
+                return Err(e);
+            }
+        };
+        self.register_view(&entry)?;
+        if replaced.is_some() {
+            self.cleanup_expired().await?;
+        }
+        Ok(CreateOutcome {
+            view: display,
+            action: match replaced {
+                Some(_) => CreateAction::Replaced,
+                None => CreateAction::Created,
+            },
+            rows_written: entry.snapshot.as_ref().map(|s| s.row_count),
+            version: committed.version,
+        })
+    }
+
+    /// Fully qualified names of the existing tables and views `plan` scans
+    /// (see [`crate::resolve::sources_of`]).
+    pub(super) async fn sources_of(
+        &self,
+        plan: &LogicalPlan,
+        catalog: &str,
+        schema: &str,
+    ) -> Result<BTreeSet<QualifiedName>> {
+        crate::resolve::sources_of(self.ctx.state().catalog_list(), plan, catalog, schema).await
+    }
+}

@@ -1,0 +1,405 @@
+//! `DROP MATERIALIZED VIEW`, `DROP TABLE` / `DROP VIEW` and `DROP SCHEMA ...
+//! CASCADE`: dependency checks and the catalog commit.
+
+use super::*;
+
+/// Which dependents stop a DROP without CASCADE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Protect {
+    /// Any (the view statements, as in PostgreSQL).
+    AnyDependent,
+    /// Only a materialized view among them (DROP TABLE / DROP VIEW, which
+    /// otherwise behave as in DataFusion).
+    MaterializedDependents,
+}
+
+impl MatviewSession {
+    /// Runs `DROP MATERIALIZED VIEW` as [`Self::sql`] does, and returns
+    /// what CASCADE dropped with the named views: each dependent's name and
+    /// kind (`materialized view`, `view`), in the order PostgreSQL names
+    /// them in its `drop cascades to ...` notices.
+    pub async fn drop_materialized_views(
+        &self,
+        drop: &DropMaterializedView,
+    ) -> Result<Vec<(QualifiedName, &'static str)>> {
+        self.sync().await?;
+        let cascaded = self
+            .drop_views(drop)
+            .await
+            .map_err(|e| self.refused("DROP MATERIALIZED VIEW", e))?;
+        Ok(cascaded.into_iter().map(|(n, k)| (n, k.as_str())).collect())
+    }
+
+    pub(super) async fn drop_views(
+        &self,
+        drop: &DropMaterializedView,
+    ) -> Result<Vec<(QualifiedName, Kind)>> {
+        let manifest = self.catalog.reload().await?;
+        let mut targets = vec![];
+        for name in &drop.names {
+            let name = self.resolve(name)?;
+            match self.kind_of(&manifest, &name).await? {
+                Some(Kind::MaterializedView) => targets.push((name, Kind::MaterializedView)),
+                Some(other) => {
+                    return Err(Error::WrongObjectType {
+                        name: self.display(&name),
+                        expected: "materialized view",
+                        hint: Some(other.drop_hint()),
+                    });
+                }
+                None if drop.if_exists => {}
+                None => {
+                    return Err(Error::NotFound {
+                        name: self.display(&name),
+                    });
+                }
+            }
+        }
+        self.drop_with_dependents(&manifest, &targets, drop.cascade, Protect::AnyDependent)
+            .await
+    }
+
+    /// Drops `targets` (all of one statement); with `cascade` their
+    /// dependents first, otherwise refuses when there are any that
+    /// `protect` counts. Returns the dependents dropped.
+    pub(super) async fn drop_with_dependents(
+        &self,
+        manifest: &Manifest,
+        targets: &[(QualifiedName, Kind)],
+        cascade: bool,
+        protect: Protect,
+    ) -> Result<Vec<(QualifiedName, Kind)>> {
+        let mut dependents = self.dependents(manifest, targets).await?;
+        if protect == Protect::MaterializedDependents
+            && !dependents
+                .iter()
+                .any(|(_, kind, _, _)| *kind == Kind::MaterializedView)
+        {
+            // Only plain views: DataFusion drops the object alone and
+            // leaves them (they keep the plan they were created with).
+            dependents.clear();
+        }
+        if !dependents.is_empty() && !cascade {
+            return Err(Error::DependentObjects {
+                object: match targets {
+                    [(name, kind)] => {
+                        Some(format!("{} {}", kind.as_str(), self.display_quoted(name)))
+                    }
+                    _ => None,
+                },
+                details: self.describe_dependents(&dependents),
+            });
+        }
+        let cascaded: Vec<(QualifiedName, Kind)> =
+            dependents.into_iter().map(|(d, k, _, _)| (d, k)).collect();
+        // Dependents deepest first, then the targets.
+        let mut order: Vec<(QualifiedName, Kind)> = cascaded.iter().rev().cloned().collect();
+        order.extend(targets.iter().cloned());
+        // Out of the session only once the catalog has forgotten them: a
+        // refused commit leaves everything as it was.
+        let deregister_views = || -> Result<()> {
+            for (name, kind) in &order {
+                if *kind == Kind::View {
+                    self.deregister(name)?;
+                }
+            }
+            Ok(())
+        };
+        let dropped: Vec<QualifiedName> = order
+            .iter()
+            .filter(|(_, k)| *k == Kind::MaterializedView)
+            .map(|(n, _)| n.clone())
+            .collect();
+        let remembered = self.catalog.current();
+        if dropped.is_empty()
+            && !order
+                .iter()
+                .any(|(n, _)| remembered.relations.iter().any(|r| &r.name == n))
+        {
+            deregister_views()?;
+            return Ok(cascaded);
+        }
+        let views: Vec<&QualifiedName> = order
+            .iter()
+            .filter(|(_, k)| *k == Kind::View)
+            .map(|(n, _)| n)
+            .collect();
+        self.catalog
+            .commit(|m| {
+                for name in &dropped {
+                    m.remove(name);
+                }
+                for name in &views {
+                    m.remove_relation(name);
+                }
+                Ok(())
+            })
+            .await?;
+        deregister_views()?;
+        for name in &dropped {
+            self.deregister(name)?;
+        }
+        self.cleanup_expired().await?;
+        Ok(cascaded)
+    }
+
+    /// `materialized view m depends on table t`, one line per dependent.
+    pub(super) fn describe_dependents(
+        &self,
+        dependents: &[(QualifiedName, Kind, QualifiedName, Kind)],
+    ) -> Vec<String> {
+        dependents
+            .iter()
+            .map(|(dep, dep_kind, on, on_kind)| {
+                format!(
+                    "{} {} depends on {} {}",
+                    dep_kind.as_str(),
+                    self.display_quoted(dep),
+                    on_kind.as_str(),
+                    self.display_quoted(on)
+                )
+            })
+            .collect()
+    }
+
+    /// Every object that depends on one of `roots`, directly or through
+    /// other dependents, breadth first, each once, as
+    /// `(dependent, its kind, what it depends on, that one's kind)`.
+    pub(super) async fn dependents(
+        &self,
+        manifest: &Manifest,
+        roots: &[(QualifiedName, Kind)],
+    ) -> Result<Vec<(QualifiedName, Kind, QualifiedName, Kind)>> {
+        let edges = self.dependency_edges(manifest).await?;
+        let mut reverse: HashMap<&QualifiedName, Vec<(&QualifiedName, Kind)>> = HashMap::new();
+        for (dependent, kind, source) in &edges {
+            reverse.entry(source).or_default().push((dependent, *kind));
+        }
+        let mut seen: BTreeSet<QualifiedName> = roots.iter().map(|(n, _)| n.clone()).collect();
+        let mut queue: VecDeque<(QualifiedName, Kind)> = roots.iter().cloned().collect();
+        let mut out = vec![];
+        while let Some((name, kind)) = queue.pop_front() {
+            for (dependent, dependent_kind) in reverse.get(&name).into_iter().flatten() {
+                if seen.insert((*dependent).clone()) {
+                    out.push(((*dependent).clone(), *dependent_kind, name.clone(), kind));
+                    queue.push_back(((*dependent).clone(), *dependent_kind));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `(dependent, its kind, source)` for every materialized view of the
+    /// catalog and every plain view registered in the session.
+    pub(super) async fn dependency_edges(
+        &self,
+        manifest: &Manifest,
+    ) -> Result<Vec<(QualifiedName, Kind, QualifiedName)>> {
+        let mut edges = vec![];
+        for view in &manifest.views {
+            for source in &view.definition.sources {
+                edges.push((view.name.clone(), Kind::MaterializedView, source.clone()));
+            }
+        }
+        let mut views = vec![];
+        for catalog_name in self.ctx.catalog_names() {
+            let Some(catalog) = self.ctx.catalog(&catalog_name) else {
+                continue;
+            };
+            for schema_name in catalog.schema_names() {
+                if schema_name == "information_schema" {
+                    continue;
+                }
+                let Some(schema) = catalog.schema(&schema_name) else {
+                    continue;
+                };
+                for table_name in schema.table_names() {
+                    let Some(table) = schema.table(&table_name).await? else {
+                        continue;
+                    };
+                    if table.table_type() != TableType::View {
+                        continue;
+                    }
+                    let Some(plan) = table.get_logical_plan() else {
+                        continue;
+                    };
+                    let name = QualifiedName::new(&catalog_name, &schema_name, &table_name);
+                    views.push((name, plan.into_owned()));
+                }
+            }
+        }
+        // In name order, so messages list dependents the same way each time.
+        views.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, plan) in views {
+            // Names in a view's plan are as written; resolve them as they
+            // were when the view was created.
+            let (catalog, schema) = self.view_defaults(&name);
+            for source in self.sources_of(&plan, &catalog, &schema).await? {
+                edges.push((name.clone(), Kind::View, source));
+            }
+        }
+        Ok(edges)
+    }
+
+    /// `DROP SCHEMA ... CASCADE`: drops the materialized views in the
+    /// schemas and everything elsewhere that depends on their relations;
+    /// DataFusion then drops the schemas with their tables and views.
+    pub(super) async fn drop_schema_contents(&self, names: &[ObjectName]) -> Result<()> {
+        let manifest = self.catalog.reload().await?;
+        let (default_catalog, _) = self.defaults();
+        let mut targets = vec![];
+        for object in names {
+            let parts: Vec<String> = object.0.iter().map(|p| p.to_string()).collect();
+            let normalizer = IdentNormalizer::new(self.normalizes_idents());
+            let idents: Vec<String> = object
+                .0
+                .iter()
+                .filter_map(|p| p.as_ident().cloned())
+                .map(|i| normalizer.normalize(i))
+                .collect();
+            let (catalog, schema) = match idents.as_slice() {
+                [schema] => (default_catalog.clone(), schema.clone()),
+                [catalog, schema] => (catalog.clone(), schema.clone()),
+                _ => {
+                    return Err(Error::NotSupported(format!(
+                        "invalid schema name {}",
+                        parts.join(".")
+                    )));
+                }
+            };
+            let Some(provider) = self.ctx.catalog(&catalog).and_then(|c| c.schema(&schema)) else {
+                continue;
+            };
+            for table in provider.table_names() {
+                let name = QualifiedName::new(&catalog, &schema, &table);
+                if let Some(kind) = self.kind_of(&manifest, &name).await? {
+                    targets.push((name, kind));
+                }
+            }
+        }
+        // Only view kinds are removed here; tables go with the schema.
+        self.drop_with_dependents(&manifest, &targets, true, Protect::AnyDependent)
+            .await?;
+        Ok(())
+    }
+
+    /// `DROP TABLE` / `DROP VIEW`: refuses a materialized view and
+    /// objects a materialized view depends on, directly or through plain
+    /// views (unless CASCADE, which drops the dependents first), then lets
+    /// DataFusion drop the object. An object only plain views depend on
+    /// is dropped as DataFusion drops it.
+    pub(super) async fn drop_relations(
+        &self,
+        kind: Kind,
+        names: &[ObjectName],
+        if_exists: bool,
+        cascade: bool,
+        statement: &DFStatement,
+    ) -> Result<DataFrame> {
+        if names.len() != 1 {
+            // DataFusion drops one object per statement; its planner gives
+            // the answer ("Multiple objects not supported").
+            let plan = self
+                .ctx
+                .state()
+                .statement_to_plan(statement.clone())
+                .await?;
+            return Ok(self.ctx.execute_logical_plan(plan).await?);
+        }
+        let manifest = self.catalog.reload().await?;
+        let mut targets = vec![];
+        let mut unrestored = BTreeSet::new();
+        for object in names {
+            let name = self.resolve(object)?;
+            match self.kind_of(&manifest, &name).await? {
+                Some(Kind::MaterializedView) => {
+                    return Err(Error::WrongObjectType {
+                        name: self.display(&name),
+                        expected: kind.as_str(),
+                        hint: Some(Kind::MaterializedView.drop_hint()),
+                    });
+                }
+                // DROP VIEW of a table, DROP TABLE of a view: DataFusion's
+                // answer ("View 't' doesn't exist.").
+                Some(found) if found != kind => {}
+                Some(_) => targets.push((name, kind)),
+                // Remembered but not restored in this session (its files
+                // are gone): dropping it only forgets it.
+                None if manifest.relations.iter().any(|r| r.name == name) => {
+                    unrestored.insert(name);
+                }
+                None => {}
+            }
+        }
+        // Refuses without CASCADE; with it, drops the dependents (and the
+        // view targets themselves, which DataFusion then finds gone). A
+        // remembered relation that could not be restored still has them.
+        let mut checked = targets.clone();
+        checked.extend(unrestored.iter().map(|n| (n.clone(), kind)));
+        self.drop_with_dependents(
+            &manifest,
+            &checked,
+            cascade,
+            Protect::MaterializedDependents,
+        )
+        .await?;
+        let DFStatement::Statement(inner) = statement else {
+            unreachable!("checked by caller")
+        };
+        let SQLStatement::Drop {
+            object_type,
+            purge,
+            temporary,
+            table,
+            restrict,
+            ..
+        } = inner.as_ref().clone()
+        else {
+            unreachable!("checked by caller")
+        };
+        let mut result = self.empty()?;
+        for object in names {
+            let name = self.resolve(object)?;
+            let gone = kind == Kind::View && targets.iter().any(|(t, _)| *t == name);
+            if gone || unrestored.contains(&name) {
+                continue;
+            }
+            let single = SQLStatement::Drop {
+                object_type,
+                if_exists,
+                names: vec![object.clone()],
+                cascade: false,
+                restrict,
+                purge,
+                temporary,
+                table: table.clone(),
+            };
+            let plan = self
+                .ctx
+                .state()
+                .statement_to_plan(DFStatement::Statement(Box::new(single)))
+                .await?;
+            result = self.ctx.execute_logical_plan(plan).await?;
+        }
+        let forget: Vec<QualifiedName> = targets
+            .into_iter()
+            .map(|(n, _)| n)
+            .chain(unrestored)
+            .collect();
+        let remembered = self.catalog.current();
+        if forget
+            .iter()
+            .any(|n| remembered.relations.iter().any(|r| &r.name == n))
+        {
+            self.catalog
+                .commit(|m| {
+                    for name in &forget {
+                        m.remove_relation(name);
+                    }
+                    Ok(())
+                })
+                .await?;
+        }
+        Ok(result)
+    }
+}

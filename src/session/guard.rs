@@ -1,0 +1,300 @@
+//! DataFusion's own statements, with the guards the views need: names a
+//! view holds, writes into a view, scans of unpopulated views; and what
+//! makes a query not reproducible.
+
+use super::*;
+
+/// Why running `plan` again may give other rows even when its sources are
+/// unchanged, if it may: a function that is not `Immutable` (volatile ones
+/// such as `random()`, and stable ones such as `now()` or `current_date()`,
+/// whose value depends on when the query runs), of any kind (scalar,
+/// aggregate, window), or a table function.
+pub(super) fn not_reproducible(plan: &LogicalPlan) -> Option<String> {
+    let mut why = None;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && scan.table_name.table().ends_with("()")
+        {
+            why = Some(format!("reads table function {}", scan.table_name.table()));
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        let mut found = None;
+        node.apply_expressions(|expr| {
+            expr.apply(|e| {
+                let function = match e {
+                    Expr::ScalarFunction(f) => Some((f.name(), f.func.signature().volatility)),
+                    Expr::AggregateFunction(f) => {
+                        Some((f.func.name(), f.func.signature().volatility))
+                    }
+                    Expr::WindowFunction(f) => Some((
+                        f.fun.name(),
+                        match &f.fun {
+                            WindowFunctionDefinition::AggregateUDF(udf) => {
+                                udf.signature().volatility
+                            }
+                            WindowFunctionDefinition::WindowUDF(udf) => udf.signature().volatility,
+                        },
+                    )),
+                    _ => None,
+                };
+                match function {
+                    Some((name, volatility)) if volatility != Volatility::Immutable => {
+                        let kind = match volatility {
+                            Volatility::Volatile => "non-deterministic",
+                            _ => "depends on when it runs",
+                        };
+                        found = Some(format!("{kind}: {name}()"));
+                        Ok(TreeNodeRecursion::Stop)
+                    }
+                    _ => Ok(TreeNodeRecursion::Continue),
+                }
+            })
+        })?;
+        if let Some(reason) = found {
+            why = Some(reason);
+            return Ok(TreeNodeRecursion::Stop);
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
+    why
+}
+
+/// The relations an INSERT, UPDATE, DELETE or TRUNCATE writes to.
+pub(super) fn dml_targets(statement: &SQLStatement) -> Vec<&ObjectName> {
+    pub(super) fn relation(t: &TableWithJoins) -> Option<&ObjectName> {
+        match &t.relation {
+            TableFactor::Table { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+    match statement {
+        SQLStatement::Insert(insert) => match &insert.table {
+            TableObject::TableName(name) => vec![name],
+            _ => vec![],
+        },
+        SQLStatement::Update(update) => relation(&update.table).into_iter().collect(),
+        SQLStatement::Delete(delete) => {
+            let from = match &delete.from {
+                FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
+            };
+            delete
+                .tables
+                .iter()
+                .chain(from.iter().filter_map(relation))
+                .collect()
+        }
+        SQLStatement::Truncate(truncate) => truncate.table_names.iter().map(|t| &t.name).collect(),
+        _ => vec![],
+    }
+}
+
+/// Splits a catalog location into the object-store URL and the root path
+/// within that store, registering an in-memory store for `memory://`.
+/// Rejects names PostgreSQL's lexer rejects: an empty quoted identifier,
+/// and control characters.
+pub(super) fn check_name(name: &ObjectName) -> Result<()> {
+    for part in &name.0 {
+        let Some(ident) = part.as_ident() else {
+            continue;
+        };
+        if ident.value.is_empty() {
+            return Err(Error::ZeroLengthIdentifier);
+        }
+        if let Some(character) = ident.value.chars().find(|c| c.is_control()) {
+            return Err(Error::InvalidCharacter {
+                name: ident.value.clone(),
+                character,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl MatviewSession {
+    pub(super) async fn execute_datafusion(
+        &self,
+        statement: DFStatement,
+        text: Option<&str>,
+    ) -> Result<DataFrame> {
+        match &statement {
+            DFStatement::Statement(inner) => match inner.as_ref() {
+                SQLStatement::Drop {
+                    object_type: object_type @ (ObjectType::Table | ObjectType::View),
+                    names,
+                    if_exists,
+                    cascade,
+                    ..
+                } => {
+                    let kind = if *object_type == ObjectType::Table {
+                        Kind::Table
+                    } else {
+                        Kind::View
+                    };
+                    let command = if kind == Kind::Table {
+                        "DROP TABLE"
+                    } else {
+                        "DROP VIEW"
+                    };
+                    return self
+                        .drop_relations(kind, names, *if_exists, *cascade, &statement)
+                        .await
+                        .map_err(|e| self.refused(command, e));
+                }
+                SQLStatement::Drop {
+                    object_type: ObjectType::Schema,
+                    names,
+                    cascade: true,
+                    ..
+                } => {
+                    self.drop_schema_contents(names).await?;
+                }
+                SQLStatement::CreateView(view) => {
+                    self.check_name_free(&view.name, view.if_not_exists, view.or_replace, "view")
+                        .await?;
+                }
+                SQLStatement::CreateTable(table) => {
+                    self.check_name_free(
+                        &table.name,
+                        table.if_not_exists,
+                        table.or_replace,
+                        "table",
+                    )
+                    .await?;
+                }
+                other => {
+                    for target in dml_targets(other) {
+                        let name = self.resolve(target)?;
+                        if self.catalog.current().view(&name).is_some() {
+                            return Err(Error::ReadOnly {
+                                name: self.display(&name),
+                            });
+                        }
+                    }
+                }
+            },
+            DFStatement::CreateExternalTable(table) => {
+                self.check_name_free(&table.name, table.if_not_exists, table.or_replace, "table")
+                    .await?;
+            }
+            _ => {}
+        }
+        let created = match &statement {
+            DFStatement::CreateExternalTable(c) => Some(&c.name),
+            DFStatement::Statement(inner) => match inner.as_ref() {
+                SQLStatement::CreateView(v) => Some(&v.name),
+                _ => None,
+            },
+            _ => None,
+        };
+        let existed = match created {
+            Some(name) if self.options.remember_relations => {
+                self.registered(&self.resolve(name)?).await?.is_some()
+            }
+            _ => false,
+        };
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(statement.clone())
+            .await?;
+        // DDL (CREATE VIEW over an unpopulated view) and EXPLAIN do not read
+        // data; EXPLAIN ANALYZE fails when its scan runs.
+        if !matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Explain(_)) {
+            self.check_populated(&plan)?;
+        }
+        let df = self.ctx.execute_logical_plan(plan).await?;
+        if let DFStatement::Statement(inner) = &statement
+            && let SQLStatement::CreateView(view) = inner.as_ref()
+        {
+            let name = self.resolve(&view.name)?;
+            self.created_under().insert(name, self.defaults());
+        }
+        if self.options.remember_relations
+            && let Err(e) = self.remember(&statement, text, existed).await
+        {
+            // Not remembered, so not created: a later process would not
+            // have it. (A replaced relation stays replaced in this one.)
+            if let Some(name) = created
+                && !existed
+            {
+                self.deregister(&self.resolve(name)?)?;
+            }
+            let command = match &statement {
+                DFStatement::CreateExternalTable(_) => "CREATE EXTERNAL TABLE",
+                _ => "CREATE VIEW",
+            };
+            return Err(self.refused(command, e));
+        }
+        Ok(df)
+    }
+
+    /// `CREATE [OR REPLACE] TABLE/VIEW` must not replace a materialized view.
+    pub(super) async fn check_name_free(
+        &self,
+        name: &ObjectName,
+        if_not_exists: bool,
+        or_replace: bool,
+        kind: &'static str,
+    ) -> Result<()> {
+        let name = self.resolve(name)?;
+        if if_not_exists || self.catalog.current().view(&name).is_none() {
+            return Ok(());
+        }
+        let display = self.display(&name);
+        Err(if or_replace {
+            Error::WrongObjectType {
+                name: display,
+                expected: kind,
+                hint: None,
+            }
+        } else {
+            Error::AlreadyExists { name: display }
+        })
+    }
+
+    /// A query of an unpopulated view fails when it is planned, as in
+    /// PostgreSQL, rather than later when it is run.
+    pub(super) fn check_populated(&self, plan: &LogicalPlan) -> Result<()> {
+        let mut result = Ok(());
+        plan.apply_with_subqueries(|node| {
+            if let LogicalPlan::TableScan(scan) = node
+                && let Ok(provider) = source_as_provider(&scan.source)
+                && let Some(view) = (provider.as_ref() as &dyn std::any::Any)
+                    .downcast_ref::<MaterializedViewTable>()
+                && let Err(e) = view.snapshot()
+            {
+                result = Err(e);
+                return Ok(TreeNodeRecursion::Stop);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dml_targets_cover_every_form() {
+        let targets = |sql: &str| {
+            let statements = crate::sql::parse_sql(sql, "generic", 50).unwrap();
+            let Statement::DataFusion(s) = &statements[0] else {
+                panic!()
+            };
+            let DFStatement::Statement(s) = s.as_ref() else {
+                panic!()
+            };
+            dml_targets(s)
+                .into_iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(targets("INSERT INTO v VALUES (1)"), ["v"]);
+        assert_eq!(targets("UPDATE s.v SET a = 1"), ["s.v"]);
+        assert_eq!(targets("DELETE FROM v WHERE a = 1"), ["v"]);
+        assert_eq!(targets("TRUNCATE TABLE v"), ["v"]);
+        assert!(targets("SELECT 1").is_empty());
+    }
+}

@@ -1,0 +1,193 @@
+//! Names (resolution, display, what a name is) and the session's
+//! registry of materialized views.
+
+use super::*;
+
+impl MatviewSession {
+    pub(super) fn defaults(&self) -> (String, String) {
+        let state = self.ctx.state();
+        let options = state.config().options();
+        (
+            options.catalog.default_catalog.clone(),
+            options.catalog.default_schema.clone(),
+        )
+    }
+
+    /// Whether unquoted identifiers are lower-cased (DataFusion's setting).
+    pub(super) fn normalizes_idents(&self) -> bool {
+        self.ctx
+            .state()
+            .config()
+            .options()
+            .sql_parser
+            .enable_ident_normalization
+    }
+
+    pub(super) fn resolve(&self, name: &ObjectName) -> Result<QualifiedName> {
+        check_name(name)?;
+        let reference = object_name_to_table_reference(name.clone(), self.normalizes_idents())?;
+        Ok(self.resolve_reference(&reference))
+    }
+
+    pub(super) fn resolve_reference(&self, reference: &TableReference) -> QualifiedName {
+        let (catalog, schema) = self.defaults();
+        reference.clone().resolve(&catalog, &schema).into()
+    }
+
+    pub(super) fn display(&self, name: &QualifiedName) -> String {
+        let (catalog, schema) = self.defaults();
+        name.short(&catalog, &schema)
+    }
+
+    /// [`Self::display`] with each part quoted as PostgreSQL does in the
+    /// DETAIL of dependency errors.
+    pub(super) fn display_quoted(&self, name: &QualifiedName) -> String {
+        let (catalog, schema) = self.defaults();
+        name.short_quoted(&catalog, &schema)
+    }
+
+    pub(super) fn schema_provider(&self, name: &QualifiedName) -> Option<Arc<dyn SchemaProvider>> {
+        self.ctx.catalog(&name.catalog)?.schema(&name.schema)
+    }
+
+    /// The table registered in the session under `name`, if any.
+    pub(super) async fn registered(
+        &self,
+        name: &QualifiedName,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
+        crate::resolve::registered(self.ctx.state().catalog_list(), name).await
+    }
+
+    /// What `name` is: a materialized view of the catalog, or a table or
+    /// view of the session.
+    pub(super) async fn kind_of(
+        &self,
+        manifest: &Manifest,
+        name: &QualifiedName,
+    ) -> Result<Option<Kind>> {
+        if manifest.view(name).is_some() {
+            return Ok(Some(Kind::MaterializedView));
+        }
+        // A dynamic file catalog (datafusion-cli's) answers `table()` for
+        // any name that is a path to a file; only a registered name is taken.
+        let exists = self
+            .schema_provider(name)
+            .is_some_and(|s| s.table_exist(&name.name));
+        if !exists {
+            return Ok(None);
+        }
+        Ok(self.registered(name).await?.map(|p| {
+            if p.table_type() == TableType::View {
+                Kind::View
+            } else {
+                Kind::Table
+            }
+        }))
+    }
+
+    /// Registers (or re-registers) a view's table provider, creating its
+    /// catalog and schema in the session if this process has not yet.
+    pub(super) fn register_view(&self, entry: &ViewEntry) -> Result<()> {
+        let name = &entry.name;
+        let catalog = match self.ctx.catalog(&name.catalog) {
+            Some(c) => c,
+            None => {
+                let c = Arc::new(MemoryCatalogProvider::new());
+                self.ctx
+                    .register_catalog(&name.catalog, Arc::clone(&c) as _);
+                c as _
+            }
+        };
+        let schema = match catalog.schema(&name.schema) {
+            Some(s) => s,
+            None => {
+                let s: Arc<dyn SchemaProvider> = Arc::new(MemorySchemaProvider::new());
+                catalog.register_schema(&name.schema, Arc::clone(&s))?;
+                s
+            }
+        };
+        let columns = &entry.definition.column_names;
+        let definition = format!(
+            "CREATE MATERIALIZED VIEW {}{} AS {}",
+            name.to_table_reference(),
+            if columns.is_empty() {
+                String::new()
+            } else {
+                let quoted: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+                format!(" ({})", quoted.join(", "))
+            },
+            entry.definition.sql
+        );
+        let provider = MaterializedViewTable::new(
+            Arc::clone(&self.catalog),
+            name.clone(),
+            self.display(name),
+            Arc::new(entry.definition.schema.clone()),
+            definition,
+        );
+        schema.deregister_table(&name.name)?;
+        schema.register_table(name.name.clone(), Arc::new(provider))?;
+        self.registrations()
+            .ids
+            .insert(name.clone(), entry.id.clone());
+        Ok(())
+    }
+
+    pub(super) fn deregister(&self, name: &QualifiedName) -> Result<()> {
+        if let Some(schema) = self.schema_provider(name) {
+            schema.deregister_table(&name.name)?;
+        }
+        self.registrations().ids.remove(name);
+        Ok(())
+    }
+
+    pub(super) fn created_under(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<QualifiedName, (String, String)>> {
+        self.views_created_under
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The defaults a plain view's plan was made under: recorded when this
+    /// session created or restored it, else the session's current ones.
+    pub(super) fn view_defaults(&self, name: &QualifiedName) -> (String, String) {
+        if let Some(defaults) = self.created_under().get(name) {
+            return defaults.clone();
+        }
+        self.defaults()
+    }
+
+    pub(super) fn registrations(&self) -> std::sync::MutexGuard<'_, Registrations> {
+        self.registered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Catches up with commits of other sessions and processes: loads the
+    /// latest catalog version (one `HEAD` request when nothing changed) and
+    /// registers, replaces or removes views to match it. Every statement
+    /// run through [`Self::sql`] does this first.
+    pub async fn sync(&self) -> Result<()> {
+        let manifest = self.catalog.reload().await?;
+        if self.registrations().version == manifest.version {
+            return Ok(());
+        }
+        for entry in &manifest.views {
+            let current = self.registrations().ids.get(&entry.name).cloned();
+            if current.as_ref() != Some(&entry.id) {
+                self.register_view(entry)?;
+            }
+        }
+        let gone: Vec<QualifiedName> = self
+            .registrations()
+            .ids
+            .keys()
+            .filter(|name| manifest.view(name).is_none())
+            .cloned()
+            .collect();
+        for name in gone {
+            self.deregister(&name)?;
+        }
+        self.registrations().version = manifest.version;
+        Ok(())
+    }
+}

@@ -1,0 +1,439 @@
+//! `REFRESH MATERIALIZED VIEW`: the decision (no_op, incremental, full),
+//! CASCADE order, EXPLAIN REFRESH, and running the chosen write.
+
+use super::*;
+
+/// What a refresh of one view will do (see `MatviewSession::plan_refresh`).
+pub(super) struct PlannedRefresh {
+    name: QualifiedName,
+    display: String,
+    /// Catalog version it was planned against.
+    version: u64,
+    entry: ViewEntry,
+    mode: RefreshMode,
+    detail: String,
+    /// What to write, with the session state to run it in; `None` for
+    /// `no_op`.
+    run: Option<(datafusion::execution::SessionState, Write)>,
+    fingerprints: Vec<SourceFingerprint>,
+}
+
+/// The plan(s) a refresh runs, optimized, for EXPLAIN REFRESH: the first
+/// part's, with a note when the same query runs over several groups of
+/// source files.
+pub(super) fn explain_write(state: &datafusion::execution::SessionState, write: &Write) -> String {
+    let Some(first) = write.parts.first() else {
+        return "(no query: only files are evicted)".into();
+    };
+    let plan = state
+        .optimize(&first.plan)
+        .map(|optimized| optimized.display_indent().to_string())
+        .unwrap_or_else(|_| first.plan.display_indent().to_string());
+    match write.parts.len() {
+        1 => plan,
+        n => format!(
+            "{plan}\n(and {} more like it: one per group of source files)",
+            n - 1
+        ),
+    }
+}
+
+/// Wraps what made a refresh fail, naming the view; conflicts and
+/// definition changes already do.
+pub(super) fn refresh_failed(view: &str, e: Error) -> Error {
+    match e {
+        e @ (Error::DefinitionChanged { .. } | Error::CommitConflict { .. }) => e,
+        e => Error::RefreshFailed {
+            name: view.to_owned(),
+            source: Box::new(e),
+        },
+    }
+}
+
+impl MatviewSession {
+    /// Brings a view up to date (see [`Self::plan_refresh`] for how) and
+    /// atomically replaces its data; with CASCADE, first the materialized
+    /// views it reads (directly or through plain views), in dependency
+    /// order, each once. One outcome per view refreshed, the named view last.
+    pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<Vec<RefreshOutcome>> {
+        let mut outcomes = vec![];
+        for (name, full) in self.refresh_order(refresh).await? {
+            let planned = self.plan_refresh(&name, full).await?;
+            let outcome = self
+                .run_refresh(planned)
+                .await
+                .map_err(|e| self.refused("REFRESH MATERIALIZED VIEW", e))?;
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    /// The views a REFRESH statement refreshes, in order, each with whether
+    /// to recompute it fully: with CASCADE the materialized views it reads
+    /// first; FULL applies to the named view only (what it reads is brought
+    /// up to date the cheapest way).
+    pub(super) async fn refresh_order(
+        &self,
+        refresh: &RefreshMaterializedView,
+    ) -> Result<Vec<(QualifiedName, bool)>> {
+        let name = self.resolve(&refresh.name)?;
+        let mut order = vec![];
+        if refresh.cascade {
+            let manifest = self.catalog.reload().await?;
+            self.upstream_views(&manifest, &name, &mut order).await?;
+        }
+        let mut order: Vec<(QualifiedName, bool)> = order.into_iter().map(|n| (n, false)).collect();
+        order.push((name, refresh.full));
+        Ok(order)
+    }
+
+    /// The materialized views `name` reads, directly or through plain
+    /// views, each after the ones it reads itself.
+    pub(super) async fn upstream_views(
+        &self,
+        manifest: &Manifest,
+        name: &QualifiedName,
+        order: &mut Vec<QualifiedName>,
+    ) -> Result<()> {
+        let mut stack = vec![(name.clone(), false)];
+        let mut seen = BTreeSet::new();
+        while let Some((current, expanded)) = stack.pop() {
+            if expanded {
+                if &current != name
+                    && manifest.view(&current).is_some()
+                    && !order.contains(&current)
+                {
+                    order.push(current);
+                }
+                continue;
+            }
+            if !seen.insert(current.clone()) {
+                continue;
+            }
+            stack.push((current.clone(), true));
+            let sources: Vec<QualifiedName> = match manifest.view(&current) {
+                Some(view) => view.definition.sources.clone(),
+                None => match self.registered(&current).await? {
+                    Some(table) if table.table_type() == TableType::View => {
+                        match table.get_logical_plan() {
+                            Some(plan) => {
+                                let (catalog, schema) = self.view_defaults(&current);
+                                self.sources_of(&plan, &catalog, &schema)
+                                    .await?
+                                    .into_iter()
+                                    .collect()
+                            }
+                            None => vec![],
+                        }
+                    }
+                    _ => vec![],
+                },
+            };
+            for source in sources.into_iter().rev() {
+                stack.push((source, false));
+            }
+        }
+        Ok(())
+    }
+
+    /// Decides how to bring view `name` up to date, without changing
+    /// anything: `no_op` when no source changed since the last refresh,
+    /// `incremental` when one file-backed table changed and the query's
+    /// shape allows computing only what changed (see
+    /// [`crate::incremental`]), else `full`; with the reason.
+    pub(super) async fn plan_refresh(
+        &self,
+        name: &QualifiedName,
+        full: bool,
+    ) -> Result<PlannedRefresh> {
+        let display = self.display(name);
+        let manifest = self.catalog.reload().await?;
+        let Some(entry) = manifest.view(name).cloned() else {
+            return Err(match self.kind_of(&manifest, name).await? {
+                Some(_) => Error::WrongObjectType {
+                    name: display,
+                    expected: "materialized view",
+                    hint: None,
+                },
+                None => Error::NotFound { name: display },
+            });
+        };
+        let failed = |e: Error| refresh_failed(&display, e);
+        if entry.definition.format > DEFINITION_FORMAT {
+            return Err(Error::UnsupportedDefinition {
+                name: display,
+                found: entry.definition.format,
+                supported: DEFINITION_FORMAT,
+            });
+        }
+        for source in &entry.definition.sources {
+            if manifest.view(source).is_none() && self.registered(source).await?.is_none() {
+                return Err(failed(Error::RelationNotFound {
+                    name: self.display(source),
+                }));
+            }
+        }
+        // Fingerprint the sources before reading them: a change made while
+        // the query runs leaves the view stale, never wrongly fresh.
+        // Planning reads no data, so the two run together.
+        let fingerprinter = self.fingerprinter(&manifest);
+        let (planned, fingerprints) = futures::join!(
+            plan_definition(self.ctx.state(), &display, &entry.definition),
+            fingerprinter.sources(&entry.definition.sources)
+        );
+        let (state, plan) = planned.map_err(failed)?;
+        let fingerprints = fingerprints?;
+        // Analysed only when the view is not fresh.
+        let mut shape = None;
+        let mut mode = RefreshMode::Full;
+        let mut chosen = None;
+        // Judged on today's plan too: a definition stored by an older
+        // build may not have recorded it.
+        let not_reproducible = entry
+            .definition
+            .not_reproducible
+            .clone()
+            .or_else(|| not_reproducible(&plan));
+        let detail = match (&entry.snapshot, not_reproducible) {
+            (None, _) => "first refresh".to_string(),
+            (Some(_), _) if full => "FULL requested".to_string(),
+            (Some(_), Some(why)) => why,
+            (Some(snapshot), None) => {
+                let has_sources = !entry.definition.sources.is_empty();
+                match compare(&snapshot.sources, &fingerprints, has_sources) {
+                    Freshness::Fresh => {
+                        mode = RefreshMode::NoOp;
+                        "sources unchanged".into()
+                    }
+                    Freshness::Stale(changed) => {
+                        let shape = shape.insert(Shape::of(&plan));
+                        match self
+                            .choose_incremental(&plan, shape, snapshot, &fingerprints)
+                            .await?
+                        {
+                            Strategy::Incremental { write, detail } => {
+                                mode = RefreshMode::Incremental;
+                                chosen = Some(write);
+                                detail
+                            }
+                            Strategy::Full(why) => {
+                                format!("changed: {}; {why}", self.names(&changed))
+                            }
+                        }
+                    }
+                    Freshness::Unknown(unknown) if unknown.is_empty() => {
+                        "no fingerprints recorded at the last refresh".into()
+                    }
+                    Freshness::Unknown(unknown) => {
+                        format!("cannot tell whether {} changed", self.names(&unknown))
+                    }
+                }
+            }
+        };
+        let write = match (mode, chosen) {
+            (RefreshMode::NoOp, _) => None,
+            (_, Some(write)) => Some(write),
+            _ => {
+                let shape = shape.unwrap_or_else(|| Shape::of(&plan));
+                Some(self.full_write(plan, &shape, &fingerprints).await?)
+            }
+        };
+        Ok(PlannedRefresh {
+            name: name.clone(),
+            display,
+            version: manifest.version,
+            entry,
+            mode,
+            detail,
+            run: write.map(|write| (state, write)),
+            fingerprints,
+        })
+    }
+
+    /// How to refresh a stale view incrementally, or why it must be
+    /// recomputed (see [`incremental::choose`]).
+    pub(super) async fn choose_incremental(
+        &self,
+        plan: &LogicalPlan,
+        shape: &Shape,
+        snapshot: &Snapshot,
+        fingerprints: &[SourceFingerprint],
+    ) -> Result<Strategy> {
+        let change = match incremental::changed_table(&snapshot.sources, fingerprints, |n| {
+            self.display(n)
+        }) {
+            Ok(change) => change,
+            Err(why) => return Ok(Strategy::Full(why)),
+        };
+        let source = self.display(&change.name);
+        let Some(provider) = self.registered(&change.name).await? else {
+            return Ok(Strategy::Full(format!("{source} is not a table")));
+        };
+        incremental::choose(
+            plan,
+            shape,
+            snapshot,
+            &change,
+            &source,
+            &provider,
+            &self.catalog,
+        )
+    }
+
+    /// What a full computation of a view with query `plan` writes (see
+    /// [`incremental::full`]).
+    pub(super) async fn full_write(
+        &self,
+        plan: LogicalPlan,
+        shape: &Shape,
+        fingerprints: &[SourceFingerprint],
+    ) -> Result<Write> {
+        let table = incremental::only_table(fingerprints);
+        let provider = match table {
+            Some((name, _)) => self.registered(name).await?,
+            None => None,
+        };
+        let single = table
+            .zip(provider.as_ref())
+            .map(|((name, files), provider)| (provider, name, files));
+        incremental::full(plan, shape, single)
+    }
+
+    /// Carries out a planned refresh: writes the new snapshot and commits it.
+    pub(super) async fn run_refresh(&self, planned: PlannedRefresh) -> Result<RefreshOutcome> {
+        let PlannedRefresh {
+            name,
+            display,
+            version,
+            entry,
+            mode,
+            detail,
+            run,
+            fingerprints,
+        } = planned;
+        let Some((state, write)) = run else {
+            return Ok(RefreshOutcome {
+                view: display,
+                mode,
+                rows_written: 0,
+                version,
+                rows_deleted: 0,
+                detail,
+            });
+        };
+        let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
+        let kept_rows: u64 = write.keep.iter().map(|f| f.rows).sum();
+        let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
+        // What expired is removed while the query runs rather than after the
+        // commit, off the statement's path; what this refresh supersedes
+        // goes with a later one.
+        let (written, _) = futures::join!(
+            write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints),
+            self.cleanup_expired()
+        );
+        let snapshot = written.map_err(|e| refresh_failed(&display, e))?;
+        let base_id = entry.snapshot.as_ref().map(|s| s.id.clone());
+        let committed = self
+            .catalog
+            .commit(|m| {
+                let conflict = |reason: &str| Error::CommitConflict {
+                    name: display.clone(),
+                    reason: reason.into(),
+                };
+                let current = m
+                    .view(&name)
+                    .ok_or_else(|| conflict("it was dropped by another session"))?;
+                if current.id != entry.id {
+                    return Err(conflict("it was replaced by another session"));
+                }
+                if current.snapshot.as_ref().map(|s| &s.id) != base_id.as_ref() {
+                    return Err(conflict("it was refreshed by another session"));
+                }
+                m.set_snapshot(&name, snapshot.clone());
+                Ok(())
+            })
+            .await;
+        let version = match committed {
+            Ok(((), manifest)) => manifest.version,
+            Err(e) => {
+                // Only what provably did not land is ours to delete.
+                if e.commit_rejected() {
+                    let _ = self
+                        .catalog
+                        .delete_dir(&format!("{}/{}", entry.dir, snapshot.id))
+                        .await;
+                }
+                return Err(e);
+            }
+        };
+        Ok(RefreshOutcome {
+            view: display,
+            mode,
+            rows_written: snapshot.row_count - kept_rows,
+            version,
+            rows_deleted: previous_rows - kept_rows,
+            detail,
+        })
+    }
+
+    /// `EXPLAIN REFRESH MATERIALIZED VIEW v`: the mode, the reason and the
+    /// plan a refresh would run, changing nothing.
+    pub(super) async fn explain_refresh(
+        &self,
+        refresh: &RefreshMaterializedView,
+    ) -> Result<DataFrame> {
+        let (mut views, mut modes, mut details, mut plans) = (vec![], vec![], vec![], vec![]);
+        for (name, full) in self.refresh_order(refresh).await? {
+            let planned = self.plan_refresh(&name, full).await?;
+            views.push(planned.display.clone());
+            modes.push(planned.mode.as_str());
+            details.push(planned.detail.clone());
+            plans.push(match &planned.run {
+                Some((state, write)) => explain_write(state, write),
+                None => String::new(),
+            });
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("view", DataType::Utf8, false),
+            Field::new("mode", DataType::Utf8, false),
+            Field::new("detail", DataType::Utf8, false),
+            Field::new("plan", DataType::Utf8, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(StringArray::from(views)),
+                Arc::new(StringArray::from(modes)),
+                Arc::new(StringArray::from(details)),
+                Arc::new(StringArray::from(plans)),
+            ],
+        )?;
+        Ok(self.ctx.read_batch(batch)?)
+    }
+
+    /// A fingerprinter for this session's sources against `manifest`.
+    pub(super) fn fingerprinter<'a>(&self, manifest: &'a Manifest) -> Fingerprinter<'a> {
+        Fingerprinter::new(self.ctx.state(), manifest, self.created_under().clone())
+    }
+
+    /// `a, s.b`: names for messages.
+    pub(super) fn names(&self, names: &[QualifiedName]) -> String {
+        names
+            .iter()
+            .map(|n| self.display(n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Removes what expired (see [`Sweep::Quick`]), after DROP and CREATE
+    /// OR REPLACE commit and while a refresh runs its query. Best effort:
+    /// whatever is left is removed by a later cleanup.
+    pub(super) async fn cleanup_expired(&self) -> Result<()> {
+        if self.options.cleanup_after_commit
+            && let Err(e) = self.catalog.cleanup(Sweep::Quick).await
+        {
+            log::warn!("cleanup failed (a later cleanup retries): {e}");
+        }
+        Ok(())
+    }
+}
