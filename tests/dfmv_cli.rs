@@ -630,7 +630,8 @@ fn escaped_quotes_keep_their_meaning() {
     );
     assert_eq!(
         dir.ok(&["-q", "--format", "nd-json", "-f", "quotes.sql"]),
-        "{\"n\":\"O'Brien\",\"x\\\"y\":\"a;\\nb\"}\n"
+        "{\"view\":\"m\\\"v\",\"action\":\"created\",\"populated\":true,\"rows_written\":1,\"version\":1}\n\
+         {\"n\":\"O'Brien\",\"x\\\"y\":\"a;\\nb\"}\n"
     );
 }
 
@@ -670,7 +671,8 @@ fn a_location_and_names_with_quotes_are_remembered_as_written() {
         format!(
             "{}n,total\nO'Brien,7\n{fetched}\
              n,total\nO'Brien,3\n{fetched}\
-             REFRESH MATERIALIZED VIEW m: full, 1 row written in X s\n\
+             view,mode,rows_written,version,rows_deleted,detail\n\
+             m,full,1,4,1,\"changed: x\"\"y; not incremental: column \"\"n\"\" is computed from aggregates\"\n{fetched}\
              n,total\nO'Brien,7\n{fetched}",
             banner()
         )
@@ -888,6 +890,8 @@ fn adopts_the_old_layout_and_refreshes_in_a_new_process() {
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         "day,total\n2026-01-01,15\n2026-01-02,7\n\
+         view,mode,rows_written,version,rows_deleted,detail\n\
+         daily,full,3,3,2,cannot tell whether orders changed\n\
          day,total\n2026-01-01,15\n2026-01-02,7\n2026-01-03,1\n"
     );
 }
@@ -1032,7 +1036,13 @@ fn adopt_runs_only_definitions_and_adopted_views_start_unknown() {
         "-c",
         "REFRESH MATERIALIZED VIEW n",
     ]);
-    assert_eq!(run.stdout, "n\n3\nfreshness\nfresh\n", "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        "n\n3\nfreshness\nfresh\n\
+         view,mode,rows_written,version,rows_deleted,detail\n\
+         n,no_op,0,3,0,sources unchanged\n",
+        "{run:#?}"
+    );
 }
 
 #[test]
@@ -1159,8 +1169,33 @@ fn the_demo_script_runs_and_runs_again() {
                       east,2,460.0\nnorth,3,250.25\nsouth,2,100.49\nwest,1,65.75\n";
         let after = "region,orders,total\n\
                      east,3,559.9\nnorth,4,305.25\nsouth,3,230.74\nwest,3,318.25\n";
+        // CREATE and REFRESH print their result rows (CSV: a header and
+        // a row each); the first run creates, a later one replaces.
+        let mut lines = run.stdout.lines();
+        let mut rest = vec![];
+        let mut results = vec![];
+        while let Some(line) = lines.next() {
+            if line.starts_with("view,action,") || line.starts_with("view,mode,") {
+                results.push(lines.next().unwrap_or_default().to_string());
+            } else {
+                rest.push(line);
+            }
+        }
+        let rest = rest.join("\n") + "\n";
         let expected = format!("count\n8\n{before}count\n13\n{before}{after}");
-        assert!(run.stdout.starts_with(&expected), "{}", run.stdout);
+        assert!(rest.starts_with(&expected), "{}", run.stdout);
+        assert_eq!(results.len(), 2, "{}", run.stdout);
+        assert!(
+            results[0].starts_with("demo_sales_by_region,created,true,4,")
+                || results[0].starts_with("demo_sales_by_region,replaced,true,4,"),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            results[1].starts_with("demo_sales_by_region,full,4,"),
+            "{}",
+            run.stdout
+        );
         assert!(
             run.stdout.contains("public,demo_sales_by_region,4,"),
             "{}",
