@@ -136,7 +136,7 @@ pub(crate) async fn write_snapshot(
 ) -> Result<Snapshot> {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let dir = format!("{}/{}", entry.dir, id);
-    let mut options: TableParquetOptions = state.table_options().parquet.clone();
+    let mut options: TableParquetOptions = state.default_table_options().parquet;
     options.global.compression = Some("zstd(3)".into());
     options.global.statistics_enabled = Some("page".into());
     options

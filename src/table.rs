@@ -1,10 +1,17 @@
 //! The [`TableProvider`] of a materialized view: a Parquet scan over exactly
 //! the files of the committed snapshot.
 //!
-//! Planning reads no Parquet footer and lists nothing: the file list, sizes
-//! and row counts come from the manifest. Projection, limit and filters are
-//! pushed into DataFusion's Parquet scan, which prunes row groups with the
-//! statistics written at refresh time.
+//! Planning reads no Parquet footer and lists nothing: the file list, sizes,
+//! row counts and per-file column statistics come from the manifest.
+//! Projection and limit go into DataFusion's Parquet scan. Filters are not
+//! applied by `scan` itself: they are reported `Inexact`, so DataFusion
+//! keeps its `FilterExec` above the scan, and its physical filter-pushdown
+//! rule hands the predicate to the Parquet scan, which skips whole files on
+//! the manifest's statistics and row groups and pages on the statistics
+//! written at refresh time (as it does for a `ListingTable`;
+//! `tests/catalog.rs` reads the scan's pruning metrics). The session's
+//! Parquet settings (`datafusion.execution.parquet.*`, as `SET` leaves
+//! them) apply to the scan, and to the files a refresh writes.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -156,7 +163,7 @@ async fn scan_snapshot(
         .chunks(per_group)
         .map(<[PartitionedFile]>::to_vec)
         .collect();
-    let format = ParquetFormat::default().with_options(state.table_options().parquet.clone());
+    let format = ParquetFormat::default().with_options(state.default_table_options().parquet);
     let source = format.file_source(Arc::clone(schema).into());
     let config = FileScanConfigBuilder::new(catalog.store_url().clone(), source)
         .with_file_groups(file_groups.into_iter().map(FileGroup::new).collect())
@@ -258,8 +265,8 @@ impl TableProvider for MaterializedViewTable {
         &self,
         filters: &[&Expr],
     ) -> DFResult<Vec<TableProviderFilterPushDown>> {
-        // Row groups are pruned with the filters, but rows are not all
-        // filtered by the scan: DataFusion keeps its filter above it.
+        // DataFusion keeps its filter above the scan and pushes the
+        // predicate into the Parquet scan for pruning (see the module docs).
         Ok(vec![TableProviderFilterPushDown::Inexact; filters.len()])
     }
 

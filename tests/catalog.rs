@@ -1398,3 +1398,91 @@ async fn create_says_what_it_did() {
     assert_eq!(batch.num_columns(), 5);
     assert!(batch.column(3).is_null(0));
 }
+
+/// `n total → m matched` of metric `name` in EXPLAIN ANALYZE's text.
+fn pruning(explained: &str, name: &str) -> (u64, u64) {
+    let at = explained.find(&format!("{name}=")).expect(name) + name.len() + 1;
+    let mut words = explained[at..].split_whitespace();
+    let total = words.next().unwrap().parse().unwrap();
+    assert_eq!((words.next(), words.next()), (Some("total"), Some("→")));
+    (total, words.next().unwrap().parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_filter_prunes_files_and_row_groups_of_a_view() {
+    let s = MatviewSession::open(SessionContext::new(), "memory:///cat")
+        .await
+        .unwrap();
+    // The session's Parquet settings shape the view's files: row groups
+    // of at most 1,000 rows.
+    s.sql("SET datafusion.execution.parquet.max_row_group_size = 1000")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT value AS n FROM generate_series(1, 10000)")
+        .await
+        .unwrap();
+    let explain = |sql: &'static str| {
+        let s = &s;
+        async move {
+            let batches = s
+                .sql(&format!("EXPLAIN ANALYZE {sql}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string()
+        }
+    };
+    let text = explain("SELECT count(*) FROM v WHERE n > 9500").await;
+    // However the writer split the rows into files, at most one row group
+    // (1,000 rows) reaches the filter: the others were skipped unread.
+    let (total, matched) = pruning(&text, "row_groups_pruned_statistics");
+    assert!(matched < total, "{text}");
+    let at = text.find("selectivity=").unwrap();
+    let read: u64 = text[at..]
+        .split(&['/', ')'][..])
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((500..=1000).contains(&read), "{read} rows read: {text}");
+    let rows = s
+        .sql("SELECT count(*) FROM v WHERE n > 9500")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows[0].column(0).as_primitive::<Int64Type>().value(0), 500);
+    // Whole files are skipped on the manifest's statistics.
+    s.sql(
+        "CREATE MATERIALIZED VIEW w AS SELECT value AS n FROM generate_series(1, 1000) \
+           UNION ALL SELECT value + 5000 FROM generate_series(1, 1000)",
+    )
+    .await
+    .unwrap();
+    let name = datafusion_matview::spec::QualifiedName {
+        catalog: "datafusion".into(),
+        schema: "public".into(),
+        name: "w".into(),
+    };
+    let manifest = s.catalog().current();
+    let files = manifest
+        .view(&name)
+        .unwrap()
+        .snapshot
+        .as_ref()
+        .unwrap()
+        .files
+        .len();
+    assert_eq!(files, 2);
+    let text = explain("SELECT count(*) FROM w WHERE n > 5500").await;
+    assert_eq!(
+        pruning(&text, "files_ranges_pruned_statistics"),
+        (2, 1),
+        "{text}"
+    );
+}
