@@ -41,5 +41,5 @@ pub use catalog::{Catalog, CleanupReport, RecoveryReport, Sweep};
 pub use error::{Error, Result};
 pub use session::{
     CreateAction, CreateOutcome, MatviewOptions, MatviewSession, ProgressListener, RefreshMode,
-    RefreshOutcome,
+    RefreshOutcome, RestoreFailure,
 };

@@ -186,6 +186,41 @@ impl CreateAction {
     }
 }
 
+/// A remembered relation that could not be re-created when the catalog
+/// was opened (see [`MatviewSession::restore_failures`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RestoreFailure {
+    /// The relation as the catalog remembers it.
+    pub relation: RelationEntry,
+    /// Its name as messages show it.
+    pub display: String,
+    /// Why it could not be re-created.
+    pub error: String,
+}
+
+impl std::fmt::Display for RestoreFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.relation.kind {
+            RelationKind::ExternalTable => "table",
+            RelationKind::View => "view",
+        };
+        write!(
+            f,
+            "could not restore {kind} {}: {}",
+            self.display, self.error
+        )?;
+        if !self.relation.withheld_options.is_empty() {
+            write!(
+                f,
+                " (its options {} carry secrets and were not stored: \
+                 provide them through the environment or register the object store)",
+                self.relation.withheld_options.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// What a refresh did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefreshOutcome {
@@ -290,7 +325,7 @@ pub struct MatviewSession {
     ctx: SessionContext,
     catalog: Arc<Catalog>,
     options: MatviewOptions,
-    warnings: Arc<Vec<String>>,
+    restore_failures: Arc<Vec<RestoreFailure>>,
     progress: Option<Arc<dyn ProgressListener>>,
     registered: Arc<std::sync::Mutex<Registrations>>,
     /// Default catalog and schema in force when each plain view of this
@@ -350,7 +385,7 @@ impl MatviewSession {
             ctx,
             catalog,
             options,
-            warnings: Arc::default(),
+            restore_failures: Arc::default(),
             progress: None,
             registered: Arc::default(),
             views_created_under,
@@ -360,29 +395,17 @@ impl MatviewSession {
             session.register_view(entry)?;
         }
         if session.options.remember_relations {
-            let mut warnings = vec![];
+            let mut failures = vec![];
             for relation in &manifest.relations {
                 if let Err(e) = session.restore_relation(relation).await {
-                    let withheld = if relation.withheld_options.is_empty() {
-                        String::new()
-                    } else {
-                        format!(
-                            " (its options {} carry secrets and were not stored: \
-                             provide them through the environment or register the object store)",
-                            relation.withheld_options.join(", ")
-                        )
-                    };
-                    warnings.push(format!(
-                        "could not restore {} {}: {e}{withheld}",
-                        match relation.kind {
-                            RelationKind::ExternalTable => "table",
-                            RelationKind::View => "view",
-                        },
-                        session.display(&relation.name)
-                    ));
+                    failures.push(RestoreFailure {
+                        display: session.display(&relation.name),
+                        relation: relation.clone(),
+                        error: e.to_string(),
+                    });
                 }
             }
-            session.warnings = Arc::new(warnings);
+            session.restore_failures = Arc::new(failures);
         }
         Ok(session)
     }
@@ -393,10 +416,19 @@ impl MatviewSession {
         self
     }
 
-    /// What could not be restored when the catalog was opened (for example
-    /// an external table whose files are gone), one message each.
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
+    /// The remembered relations that could not be re-created when the
+    /// catalog was opened (for example an external table whose files are
+    /// gone, or whose object store is not registered yet).
+    pub fn restore_failures(&self) -> &[RestoreFailure] {
+        &self.restore_failures
+    }
+
+    /// [`Self::restore_failures`] as messages, one each.
+    pub fn warnings(&self) -> Vec<String> {
+        self.restore_failures
+            .iter()
+            .map(|f| f.to_string())
+            .collect()
     }
 
     /// Rebuilds the catalog at `location` from the snapshot markers of its

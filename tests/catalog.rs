@@ -439,6 +439,18 @@ async fn remembered_relations_come_back_in_a_new_session(backend: &dyn Backend) 
         "{:?}",
         s.warnings()
     );
+    // The same as data: which relation, and why.
+    let failure = &s.restore_failures()[0];
+    assert_eq!(failure.relation.name.name, "one");
+    assert_eq!(
+        failure.relation.kind,
+        datafusion_matview::spec::RelationKind::ExternalTable
+    );
+    assert_eq!(failure.display, "one");
+    assert_eq!(
+        s.warnings()[0],
+        format!("could not restore table one: {}", failure.error)
+    );
     s.sql("REFRESH MATERIALIZED VIEW n_adults").await.unwrap();
     assert_eq!(ids(&s, "SELECT n FROM n_adults").await, [2]);
     let err = s.sql("DROP VIEW adults").await.unwrap_err().to_string();

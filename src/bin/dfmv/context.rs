@@ -33,8 +33,8 @@ use datafusion_cli::object_storage::{
     get_gcs_object_store_builder, get_oss_object_store_builder, get_s3_object_store_builder,
 };
 use datafusion_cli::pool_type::PoolType;
-use datafusion_matview::MatviewSession;
-use datafusion_matview::spec::{RelationEntry, RelationKind};
+use datafusion_matview::spec::RelationEntry;
+use datafusion_matview::{MatviewSession, RestoreFailure};
 use object_store::ObjectStore;
 
 /// The command-line settings that shape the session.
@@ -279,37 +279,22 @@ pub async fn prepare_stores(ctx: &SessionContext, statement: &DFStatement) -> Re
 /// dfmv could register the object stores of remote ones; those (and the
 /// views over them) are restored here. Returns the warnings that remain.
 pub async fn restore_remote_relations(session: &MatviewSession) -> Vec<String> {
-    let mut warnings = session.warnings().to_vec();
-    if warnings.is_empty() {
-        return warnings;
-    }
-    let ctx = session.context();
-    let (catalog, schema) = defaults(ctx);
-    let manifest = session.catalog().current();
-    for relation in &manifest.relations {
-        let kind = match relation.kind {
-            RelationKind::ExternalTable => "table",
-            RelationKind::View => "view",
-        };
-        let prefix = format!(
-            "could not restore {kind} {}: ",
-            relation.name.short(&catalog, &schema)
-        );
-        if !warnings.iter().any(|w| w.starts_with(&prefix)) {
-            continue;
-        }
-        match restore(session, relation).await {
-            Ok(true) => warnings.retain(|w| !w.starts_with(&prefix)),
-            Ok(false) => {}
+    let mut remaining = vec![];
+    for failure in session.restore_failures() {
+        match restore(session, &failure.relation).await {
+            Ok(true) => {}
+            Ok(false) => remaining.push(failure.to_string()),
             // Its store is registered now, so this is the real reason.
-            Err(e) => {
-                for warning in warnings.iter_mut().filter(|w| w.starts_with(&prefix)) {
-                    *warning = format!("{prefix}{e}");
+            Err(e) => remaining.push(
+                RestoreFailure {
+                    error: e.to_string(),
+                    ..failure.clone()
                 }
-            }
+                .to_string(),
+            ),
         }
     }
-    warnings
+    remaining
 }
 
 /// Re-creates one remembered relation after registering its stores;
