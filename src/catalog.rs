@@ -292,7 +292,7 @@ impl Catalog {
             format_version: MANIFEST_FORMAT,
             version: versions.last().map_or(1, |(v, _)| v + 1),
             committed_at: Utc::now(),
-            commit_id: uuid::Uuid::new_v4().simple().to_string(),
+            commit_id: crate::spec::new_id(),
             views: newest.into_values().collect(),
             retired: vec![],
             relations,
@@ -301,10 +301,7 @@ impl Catalog {
             what: "a manifest",
             reason: e.to_string(),
         })?;
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
+        let opts = create_only();
         self.store
             .put_opts(
                 &self.version_path(manifest.version),
@@ -629,7 +626,7 @@ impl Catalog {
     ) -> Result<(T, Arc<Manifest>)> {
         let mut base = self.reload().await?;
         let forgotten = self.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
-        let commit_id = uuid::Uuid::new_v4().simple().to_string();
+        let commit_id = crate::spec::new_id();
         for _ in 0..MAX_COMMIT_ATTEMPTS {
             let mut next = (*base).clone();
             let out = change(&mut next)?;
@@ -647,10 +644,7 @@ impl Catalog {
                 what: "a manifest",
                 reason: e.to_string(),
             })?;
-            let opts = PutOptions {
-                mode: PutMode::Create,
-                ..Default::default()
-            };
+            let opts = create_only();
             let put_at = Instant::now();
             let put = self
                 .store
@@ -1019,6 +1013,90 @@ fn is_staged_data_file(name: &str) -> bool {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct LatestPointer {
     version: u64,
+}
+
+/// Put options that write an object only if none exists at its path:
+/// every file this crate writes is new, never an overwrite.
+pub(crate) fn create_only() -> PutOptions {
+    PutOptions {
+        mode: PutMode::Create,
+        ..Default::default()
+    }
+}
+
+/// A condition on the latest manifest that a commit needs (the shape of
+/// iceberg's `TableRequirement`): checked against every version the commit
+/// is tried on, so a change made by another writer in between is noticed
+/// and reported as what it was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requirement {
+    /// No view of this name (CREATE).
+    ViewAbsent(QualifiedName),
+    /// The view exists with this definition id (CREATE OR REPLACE, REFRESH).
+    ViewIs {
+        /// The view.
+        name: QualifiedName,
+        /// Its [`crate::spec::ViewEntry::id`].
+        id: String,
+    },
+    /// The view's committed snapshot is this one; `None`: unpopulated
+    /// (REFRESH: what it was planned against).
+    SnapshotIs {
+        /// The view.
+        name: QualifiedName,
+        /// The snapshot id.
+        id: Option<String>,
+    },
+}
+
+impl Requirement {
+    /// `Ok` when `manifest` meets every requirement; else the error for
+    /// the first it does not, naming the view as `display`.
+    pub fn check_all(
+        requirements: &[Requirement],
+        manifest: &Manifest,
+        display: &str,
+    ) -> Result<()> {
+        for requirement in requirements {
+            requirement.check(manifest, display)?;
+        }
+        Ok(())
+    }
+
+    /// `Ok` when `manifest` meets this requirement; else `AlreadyExists`
+    /// or `CommitConflict` saying what another session did.
+    pub fn check(&self, manifest: &Manifest, display: &str) -> Result<()> {
+        let conflict = |reason: &str| {
+            Err(Error::CommitConflict {
+                name: display.to_string(),
+                reason: reason.into(),
+            })
+        };
+        match self {
+            Requirement::ViewAbsent(name) => match manifest.view(name) {
+                None => Ok(()),
+                Some(_) => Err(Error::AlreadyExists {
+                    name: display.to_string(),
+                }),
+            },
+            Requirement::ViewIs { name, id } => match manifest.view(name) {
+                None => conflict("it was dropped by another session"),
+                Some(view) if &view.id != id => conflict("it was replaced by another session"),
+                Some(_) => Ok(()),
+            },
+            Requirement::SnapshotIs { name, id } => {
+                let current = manifest
+                    .view(name)
+                    .and_then(|v| v.snapshot.as_ref())
+                    .map(|s| &s.id);
+                if current == id.as_ref() {
+                    Ok(())
+                } else {
+                    conflict("it was refreshed by another session")
+                }
+            }
+        }
+    }
 }
 
 /// Parses and checks one manifest file (`path` names it in errors): a

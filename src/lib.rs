@@ -37,7 +37,7 @@ pub mod sql;
 pub mod table;
 pub mod testing;
 
-pub use catalog::{Catalog, CleanupReport, RecoveryReport, Sweep};
+pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
 pub use error::{Error, Result};
 pub use session::{
     CreateAction, CreateOutcome, MatviewOptions, MatviewSession, ProgressListener, RefreshMode,

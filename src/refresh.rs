@@ -24,9 +24,9 @@ use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStoreExt, PutPayload};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, create_only};
 use crate::error::{Error, Result};
 use crate::incremental::Write;
 use crate::spec::{
@@ -134,8 +134,8 @@ pub(crate) async fn write_snapshot(
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
     sources: Vec<SourceFingerprint>,
 ) -> Result<Snapshot> {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    let dir = format!("{}/{}", entry.dir, id);
+    let id = crate::spec::new_id();
+    let dir = entry.snapshot_dir_of(&id);
     let mut options: TableParquetOptions = state.default_table_options().parquet;
     options.global.compression = Some("zstd(3)".into());
     options.global.statistics_enabled = Some("page".into());
@@ -300,10 +300,7 @@ async fn seal_snapshot(
             what: "a snapshot marker",
             reason: e.to_string(),
         })?;
-        let opts = PutOptions {
-            mode: PutMode::Create,
-            ..Default::default()
-        };
+        let opts = create_only();
         catalog
             .store()
             .put_opts(
@@ -331,8 +328,8 @@ pub(crate) async fn import_snapshot(
     files: &[String],
     sources: Vec<SourceFingerprint>,
 ) -> Result<Snapshot> {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    let dir = format!("{}/{}", entry.dir, id);
+    let id = crate::spec::new_id();
+    let dir = entry.snapshot_dir_of(&id);
     let copied = async {
         for (i, file) in files.iter().enumerate() {
             let url = ListingTableUrl::parse(file)?;
@@ -344,10 +341,7 @@ pub(crate) async fn import_snapshot(
             check_columns(file, &schema, &entry.definition.schema)?;
             let target = catalog.path(&format!("{dir}/part-{i:05}.parquet"));
             let bytes = source.get(url.prefix()).await?.bytes().await?;
-            let opts = PutOptions {
-                mode: PutMode::Create,
-                ..Default::default()
-            };
+            let opts = create_only();
             catalog
                 .store()
                 .put_opts(&target, PutPayload::from(bytes), opts)

@@ -27,7 +27,9 @@ use datafusion::sql::sqlparser::ast::{
 use object_store::memory::InMemory;
 use object_store::path::Path;
 
-use crate::catalog::{Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport, Sweep};
+use crate::catalog::{
+    Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport, Requirement, Sweep,
+};
 use crate::error::{Error, Result};
 use crate::freshness::{Fingerprinter, Freshness, compare};
 use crate::functions::MaterializedViewsFunction;
@@ -462,15 +464,8 @@ impl MatviewSession {
     /// statements, and returns the result of the last, like
     /// [`SessionContext::sql`]. Earlier statements run to completion.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
-        let statements = {
-            let state = self.ctx.state();
-            let options = state.config().options();
-            parse_sql_with_text(
-                sql,
-                options.sql_parser.dialect.as_ref(),
-                options.sql_parser.recursion_limit.get(),
-            )?
-        };
+        let (dialect, recursion_limit) = crate::sql::parser_settings(&self.ctx);
+        let statements = parse_sql_with_text(sql, &dialect, recursion_limit)?;
         let count = statements.len();
         if count == 0 {
             return Err(Error::DataFusion(datafusion::error::DataFusionError::Plan(

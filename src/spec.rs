@@ -12,6 +12,12 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::{ResolvedTableReference, TableReference};
 use serde::{Deserialize, Serialize};
 
+/// A new id for a view definition, a snapshot or a commit: 32 lowercase
+/// hex digits (a random UUID), the shape [`is_snapshot_id`] expects.
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
 /// Newest manifest format this build reads and the one it writes.
 pub const MANIFEST_FORMAT: u32 = 1;
 
@@ -339,7 +345,13 @@ pub struct ViewEntry {
 impl ViewEntry {
     /// Directory of one of this view's snapshots, relative to the catalog root.
     pub fn snapshot_dir(&self, snapshot: &Snapshot) -> String {
-        format!("{}/{}", self.dir, snapshot.id)
+        self.snapshot_dir_of(&snapshot.id)
+    }
+
+    /// The directory of the snapshot with id `id`, relative to the
+    /// catalog root.
+    pub fn snapshot_dir_of(&self, id: &str) -> String {
+        format!("{}/{id}", self.dir)
     }
 
     /// Every directory the current snapshot uses: its own (with its

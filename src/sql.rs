@@ -18,6 +18,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{Error, Result};
+use crate::spec::QualifiedName;
 
 /// `CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [(col, ...)] AS query [WITH [NO] DATA]`
 #[derive(Debug, Clone, PartialEq)]
@@ -714,6 +715,46 @@ fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> 
         }
         _ => Ok(Statement::DataFusion(Box::new(statement))),
     }
+}
+
+/// The catalog and schema unqualified names mean in `ctx` now
+/// (`datafusion.catalog.default_catalog` / `default_schema`).
+pub fn defaults(ctx: &datafusion::prelude::SessionContext) -> (String, String) {
+    let state = ctx.state();
+    let options = state.config().options();
+    (
+        options.catalog.default_catalog.clone(),
+        options.catalog.default_schema.clone(),
+    )
+}
+
+/// The SQL dialect and parser recursion limit `ctx` parses with, as
+/// [`parse_sql`] takes them.
+pub fn parser_settings(ctx: &datafusion::prelude::SessionContext) -> (String, usize) {
+    let state = ctx.state();
+    let options = state.config().options();
+    (
+        options.sql_parser.dialect.as_ref().to_owned(),
+        options.sql_parser.recursion_limit.get(),
+    )
+}
+
+/// The fully qualified name `name` (as written in a statement) means in
+/// `ctx` now: identifiers normalized as DataFusion does, defaults filled in.
+pub fn qualify(
+    ctx: &datafusion::prelude::SessionContext,
+    name: &ObjectName,
+) -> Result<QualifiedName> {
+    let normalize = ctx
+        .state()
+        .config()
+        .options()
+        .sql_parser
+        .enable_ident_normalization;
+    let reference =
+        datafusion::sql::planner::object_name_to_table_reference(name.clone(), normalize)?;
+    let (catalog, schema) = defaults(ctx);
+    Ok(reference.resolve(&catalog, &schema).into())
 }
 
 #[cfg(test)]

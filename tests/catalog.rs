@@ -1498,3 +1498,77 @@ async fn a_filter_prunes_files_and_row_groups_of_a_view() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn commit_requirements_say_what_another_session_did() {
+    use datafusion_matview::Requirement;
+    use datafusion_matview::spec::QualifiedName;
+    let s = MatviewSession::open(SessionContext::new(), "memory:///cat")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    let m = s.catalog().current();
+    let name = |n: &str| QualifiedName {
+        catalog: "datafusion".into(),
+        schema: "public".into(),
+        name: n.into(),
+    };
+    let view = m.view(&name("v")).unwrap();
+    let met = [
+        Requirement::ViewAbsent(name("w")),
+        Requirement::ViewIs {
+            name: name("v"),
+            id: view.id.clone(),
+        },
+        Requirement::SnapshotIs {
+            name: name("v"),
+            id: view.snapshot.as_ref().map(|s| s.id.clone()),
+        },
+        Requirement::SnapshotIs {
+            name: name("w"),
+            id: None,
+        },
+    ];
+    Requirement::check_all(&met, &m, "v").unwrap();
+    let unmet = |r: Requirement| {
+        Requirement::check_all(&[r], &m, "v")
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        unmet(Requirement::ViewAbsent(name("v"))),
+        "relation \"v\" already exists"
+    );
+    let conflict = |why: &str| {
+        format!(
+            "{}",
+            Error::CommitConflict {
+                name: "v".into(),
+                reason: why.into()
+            }
+        )
+    };
+    assert_eq!(
+        unmet(Requirement::ViewIs {
+            name: name("w"),
+            id: view.id.clone()
+        }),
+        conflict("it was dropped by another session")
+    );
+    assert_eq!(
+        unmet(Requirement::ViewIs {
+            name: name("v"),
+            id: "another".into()
+        }),
+        conflict("it was replaced by another session")
+    );
+    assert_eq!(
+        unmet(Requirement::SnapshotIs {
+            name: name("v"),
+            id: None
+        }),
+        conflict("it was refreshed by another session")
+    );
+}

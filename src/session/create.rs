@@ -13,13 +13,8 @@ impl MatviewSession {
     /// REFRESH is full; afterwards it refreshes like any other.
     pub async fn adopt(&self, name: &str, query: &str, files: &[String]) -> Result<()> {
         let sql = format!("CREATE MATERIALIZED VIEW {name} AS {query}");
-        let state = self.ctx.state();
-        let options = state.config().options();
-        let mut statements = crate::sql::parse_sql(
-            &sql,
-            options.sql_parser.dialect.as_ref(),
-            options.sql_parser.recursion_limit.get(),
-        )?;
+        let (dialect, recursion_limit) = crate::sql::parser_settings(&self.ctx);
+        let mut statements = crate::sql::parse_sql(&sql, &dialect, recursion_limit)?;
         match (statements.pop(), statements.is_empty()) {
             (Some(Statement::Create(create)), true) => {
                 self.create(&create, Some(files)).await?;
@@ -113,7 +108,7 @@ impl MatviewSession {
         let mut entry = ViewEntry {
             dir: view_dir(&name),
             name: name.clone(),
-            id: uuid::Uuid::new_v4().simple().to_string(),
+            id: crate::spec::new_id(),
             definition: Definition {
                 format: DEFINITION_FORMAT,
                 sql,
@@ -153,21 +148,17 @@ impl MatviewSession {
                 }
             });
         }
+        let requirements = [match &replaced {
+            None => Requirement::ViewAbsent(name.clone()),
+            Some(id) => Requirement::ViewIs {
+                name: name.clone(),
+                id: id.clone(),
+            },
+        }];
         let committed = self
             .catalog
             .commit(|m| {
-                let current = m.view(&name).map(|e| e.id.clone());
-                if current != replaced {
-                    return Err(match current {
-                        Some(_) if replaced.is_none() => Error::AlreadyExists {
-                            name: display.clone(),
-                        },
-                        _ => Error::CommitConflict {
-                            name: display.clone(),
-                            reason: "it was replaced or dropped by another session".into(),
-                        },
-                    });
-                }
+                Requirement::check_all(&requirements, m, &display)?;
                 m.upsert(entry.clone());
                 Ok(())
             })
@@ -179,10 +170,7 @@ impl MatviewSession {
                 if let Some(s) = &entry.snapshot
                     && e.commit_rejected()
                 {
-                    let _ = self
-                        .catalog
-                        .delete_dir(&format!("{}/{}", entry.dir, s.id))
-                        .await;
+                    let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
                 }
                 return Err(e);
             }

@@ -5,12 +5,7 @@ use super::*;
 
 impl MatviewSession {
     pub(super) fn defaults(&self) -> (String, String) {
-        let state = self.ctx.state();
-        let options = state.config().options();
-        (
-            options.catalog.default_catalog.clone(),
-            options.catalog.default_schema.clone(),
-        )
+        crate::sql::defaults(&self.ctx)
     }
 
     /// Whether unquoted identifiers are lower-cased (DataFusion's setting).

@@ -332,23 +332,20 @@ impl MatviewSession {
             self.cleanup_expired()
         );
         let snapshot = written.map_err(|e| refresh_failed(&display, e))?;
-        let base_id = entry.snapshot.as_ref().map(|s| s.id.clone());
+        let requirements = [
+            Requirement::ViewIs {
+                name: name.clone(),
+                id: entry.id.clone(),
+            },
+            Requirement::SnapshotIs {
+                name: name.clone(),
+                id: entry.snapshot.as_ref().map(|s| s.id.clone()),
+            },
+        ];
         let committed = self
             .catalog
             .commit(|m| {
-                let conflict = |reason: &str| Error::CommitConflict {
-                    name: display.clone(),
-                    reason: reason.into(),
-                };
-                let current = m
-                    .view(&name)
-                    .ok_or_else(|| conflict("it was dropped by another session"))?;
-                if current.id != entry.id {
-                    return Err(conflict("it was replaced by another session"));
-                }
-                if current.snapshot.as_ref().map(|s| &s.id) != base_id.as_ref() {
-                    return Err(conflict("it was refreshed by another session"));
-                }
+                Requirement::check_all(&requirements, m, &display)?;
                 m.set_snapshot(&name, snapshot.clone());
                 Ok(())
             })
@@ -360,7 +357,7 @@ impl MatviewSession {
                 if e.commit_rejected() {
                     let _ = self
                         .catalog
-                        .delete_dir(&format!("{}/{}", entry.dir, snapshot.id))
+                        .delete_dir(&entry.snapshot_dir(&snapshot))
                         .await;
                 }
                 return Err(e);

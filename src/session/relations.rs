@@ -74,8 +74,8 @@ impl MatviewSession {
         let text = text.map_or_else(|| statement.to_string(), str::to_owned);
         let (sql, withheld_options) = match kind {
             RelationKind::ExternalTable => {
-                let dialect = self.ctx.state().config().options().sql_parser.dialect;
-                without_secret_options(&text, dialect.as_ref())?
+                let (dialect, _) = crate::sql::parser_settings(&self.ctx);
+                without_secret_options(&text, &dialect)?
             }
             RelationKind::View => (text, vec![]),
         };

@@ -318,22 +318,7 @@ async fn restore(session: &MatviewSession, relation: &RelationEntry) -> Result<b
     Ok(true)
 }
 
-/// The session's default catalog and schema.
-pub fn defaults(ctx: &SessionContext) -> (String, String) {
-    let state = ctx.state();
-    let options = state.config().options();
-    (
-        options.catalog.default_catalog.clone(),
-        options.catalog.default_schema.clone(),
-    )
-}
-
-/// The session's SQL dialect and parser recursion limit.
-pub fn parser_settings(ctx: &SessionContext) -> (String, usize) {
-    let state = ctx.state();
-    let options = state.config().options();
-    (
-        options.sql_parser.dialect.as_ref().to_owned(),
-        options.sql_parser.recursion_limit.get(),
-    )
-}
+/// The session's default catalog and schema, and its SQL dialect and
+/// parser recursion limit: the library's, so names and statements mean in
+/// dfmv what they mean in the session.
+pub use datafusion_matview::sql::{defaults, parser_settings};

@@ -16,7 +16,6 @@ use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::spill::get_record_batch_memory_size;
 use datafusion::physical_plan::{ExecutionPlanProperties, execute_stream};
 use datafusion::sql::parser::Statement as DFStatement;
-use datafusion::sql::planner::object_name_to_table_reference;
 use datafusion::sql::sqlparser::ast::{ObjectName, Statement as SQLStatement};
 use datafusion_cli::command::{Command, OutputFormat};
 use datafusion_cli::print_format::PrintFormat;
@@ -356,16 +355,7 @@ fn print_batches(
 
 /// The fully qualified name a statement's object name means now.
 pub fn qualify(session: &MatviewSession, name: &ObjectName) -> Result<QualifiedName> {
-    let ctx = session.context();
-    let normalize = ctx
-        .state()
-        .config()
-        .options()
-        .sql_parser
-        .enable_ident_normalization;
-    let (catalog, schema) = context::defaults(ctx);
-    let reference = object_name_to_table_reference(name.clone(), normalize)?;
-    Ok(reference.resolve(&catalog, &schema).into())
+    Ok(datafusion_matview::sql::qualify(session.context(), name)?)
 }
 
 async fn create_view(
