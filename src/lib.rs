@@ -22,6 +22,12 @@
 //! Modules, in the direction data flows: [`sql`] parses, [`session`]
 //! executes, [`refresh`](crate::session::MatviewSession::refresh) computes,
 //! [`catalog`] commits, [`table`] scans, [`spec`] is the persisted data.
+//!
+//! Cargo features (all on by default): `cli` builds `dfmv`, `slt` the
+//! sqllogictest driver (`slt`) and `dfmv-slt`, `testing` the fault-injecting
+//! object store (`testing`). With `default-features = false` the library
+//! builds without datafusion-cli, clap, rustyline, indicatif or
+//! sqllogictest.
 
 pub mod catalog;
 pub mod error;
@@ -31,10 +37,12 @@ mod incremental;
 mod refresh;
 mod resolve;
 pub mod session;
+#[cfg(feature = "slt")]
 pub mod slt;
 pub mod spec;
 pub mod sql;
 pub mod table;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
