@@ -1,0 +1,177 @@
+//! Rebuilding a lost or corrupt manifest log from the snapshot markers.
+
+use super::*;
+
+impl Catalog {
+    /// Rebuilds the catalog from its data when the manifest log is lost or
+    /// unreadable: every complete snapshot leaves a `_snapshot.json` marker
+    /// with its view's definition and files; the newest complete snapshot
+    /// of each view (all its files present with their recorded sizes)
+    /// becomes that view's data in a new manifest version, committed after
+    /// every existing one. Remembered tables and views are taken from the
+    /// newest readable version, if any.
+    ///
+    /// It changes nothing when there is nothing to recover (the latest
+    /// version reads, the log has no gap, and every view's data files are
+    /// there: [`Error::NothingToRecover`]) or nothing to recover from (no
+    /// log and no marker: [`Error::NoCatalogData`]).
+    pub async fn recover(&self) -> Result<RecoveryReport> {
+        let log = self.path("_matview");
+        let objects: Vec<_> = self.store.list(Some(&self.root)).try_collect().await?;
+        let mut sizes = HashMap::new();
+        let mut markers = vec![];
+        for meta in objects {
+            if meta.location.prefix_match(&log).is_some() {
+                continue;
+            }
+            let Some(relative) = self.relative(&meta.location) else {
+                continue;
+            };
+            if relative.ends_with(&format!("/{SNAPSHOT_MARKER}")) {
+                markers.push(meta.location.clone());
+            }
+            sizes.insert(relative, meta.size);
+        }
+        let mut report = RecoveryReport::default();
+        // Start from the newest readable version: it also knows views with
+        // no data yet, and the remembered tables and views.
+        let versions = self.list_versions().await?;
+        if versions.is_empty() && markers.is_empty() {
+            return Err(Error::NoCatalogData {
+                location: self.location.clone(),
+            });
+        }
+        let mut base = None;
+        for (version, _) in versions.iter().rev() {
+            if let Ok(m) = self.read_version(*version).await {
+                base = Some(m);
+                break;
+            }
+        }
+        let complete = |view: &ViewEntry| {
+            view.snapshot
+                .as_ref()
+                .is_none_or(|s| s.files.iter().all(|f| sizes.get(&f.path) == Some(&f.size)))
+        };
+        let contiguous = versions.windows(2).all(|w| w[1].0 == w[0].0 + 1);
+        match &base {
+            Some(latest)
+                if Some(latest.version) == versions.last().map(|(v, _)| *v)
+                    && contiguous
+                    && latest.views.iter().all(complete) =>
+            {
+                return Err(Error::NothingToRecover {
+                    catalog: self.location.clone(),
+                    version: latest.version,
+                });
+            }
+            Some(_) => {}
+            None => report.lost.push(
+                "the tables and views the catalog remembered: no version of the log is readable; \
+                 create them again (views dropped within the retention window may also come back)"
+                    .into(),
+            ),
+        }
+        let base = base.unwrap_or_default();
+        let base_time = base.committed_at;
+        let mut newest: BTreeMap<QualifiedName, ViewEntry> = BTreeMap::new();
+        let mut incomplete = vec![];
+        for view in base.views {
+            if complete(&view) {
+                newest.insert(view.name.clone(), view);
+            } else {
+                incomplete.push(view.name.clone());
+            }
+        }
+        for path in markers {
+            let bytes = self.store.get(&path).await?.bytes().await?;
+            let marker: SnapshotMarker = match serde_json::from_slice(&bytes) {
+                Ok(m) => m,
+                Err(e) => {
+                    report.skipped.push(format!("{path}: unreadable: {e}"));
+                    continue;
+                }
+            };
+            if let Some(missing) = marker
+                .snapshot
+                .files
+                .iter()
+                .find(|f| sizes.get(&f.path) != Some(&f.size))
+            {
+                report.skipped.push(format!(
+                    "{path}: data file {} is missing or changed",
+                    missing.path
+                ));
+                continue;
+            }
+            // A snapshot written before the base version was committed, of a
+            // view the base does not have (as that definition), was dropped
+            // or replaced: do not bring it back.
+            let known = newest
+                .get(&marker.view.name)
+                .is_some_and(|v| v.id == marker.view.id);
+            if !known && marker.snapshot.refreshed_at <= base_time {
+                report.skipped.push(format!(
+                    "{path}: superseded before the last readable version"
+                ));
+                continue;
+            }
+            let newer = newest.get(&marker.view.name).is_none_or(|v| {
+                v.snapshot
+                    .as_ref()
+                    .is_none_or(|s| s.refreshed_at < marker.snapshot.refreshed_at)
+            });
+            if newer {
+                let entry = ViewEntry {
+                    snapshot: Some(marker.snapshot),
+                    ..marker.view
+                };
+                newest.insert(entry.name.clone(), entry);
+            }
+        }
+        for name in incomplete {
+            if !newest.contains_key(&name) {
+                report.lost.push(format!(
+                    "materialized view {name}: data files are missing and no complete snapshot of it is left"
+                ));
+            }
+        }
+        let relations = base.relations;
+        let manifest = Manifest {
+            format_version: MANIFEST_FORMAT,
+            version: versions.last().map_or(1, |(v, _)| v + 1),
+            committed_at: Utc::now(),
+            commit_id: crate::spec::new_id(),
+            views: newest.into_values().collect(),
+            retired: vec![],
+            relations,
+        };
+        let json = serde_json::to_vec(&manifest).map_err(|e| Error::Encoding {
+            what: "a manifest",
+            reason: e.to_string(),
+        })?;
+        let opts = create_only();
+        self.store
+            .put_opts(
+                &self.version_path(manifest.version),
+                PutPayload::from(json),
+                opts,
+            )
+            .await?;
+        // Readers start from the pointer: it must be past any gap the log
+        // still has before this statement returns.
+        self.write_pointer(manifest.version);
+        self.settle_pointer().await;
+        report.version = manifest.version;
+        report.views = manifest
+            .views
+            .iter()
+            .map(|v| {
+                let rows = v.snapshot.as_ref().map_or(0, |s| s.row_count);
+                format!("{} ({rows} rows)", v.name)
+            })
+            .collect();
+        self.install(Arc::new(manifest));
+        Ok(report)
+    }
+}

@@ -1,0 +1,411 @@
+//! Unit tests of the catalog.
+
+use super::versions::LatestPointer;
+use super::*;
+use object_store::memory::InMemory;
+
+async fn catalog(store: Arc<dyn ObjectStore>, retention: Duration) -> Catalog {
+    Catalog::open(
+        "memory:///cat",
+        ObjectStoreUrl::parse("memory://").unwrap(),
+        store,
+        Path::from("cat"),
+        retention,
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn commits_are_numbered_and_visible_to_a_second_reader() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    assert_eq!(a.current().version, 0);
+    let ((), m) = a.commit(|_| Ok(())).await.unwrap();
+    assert_eq!(m.version, 1);
+    // b is behind; its commit must land on top of a's, not beside it.
+    let ((), m) = b.commit(|_| Ok(())).await.unwrap();
+    assert_eq!(m.version, 2);
+    assert_eq!(a.reload().await.unwrap().version, 2);
+}
+
+#[tokio::test]
+async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
+    use crate::testing::{Fault, FaultAction, InstrumentedStore};
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let store = Arc::new(InstrumentedStore::new(Arc::clone(&memory)));
+    let c = catalog(
+        Arc::clone(&store) as Arc<dyn ObjectStore>,
+        DEFAULT_RETENTION,
+    )
+    .await;
+    c.commit(|_| Ok(())).await.unwrap();
+    c.settle_pointer().await;
+    // The put of version 2 reaches the store, then reports an error (a
+    // timeout after S3 kept the object): read back, it is this commit's.
+    store.set_fault(Some(Fault {
+        at_write: 1,
+        after: true,
+        action: FaultAction::Error,
+    }));
+    let (runs, m) = c.commit(|_| Ok(1)).await.unwrap();
+    assert_eq!((runs, m.version), (1, 2));
+    let reader = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
+    assert_eq!(reader.current().commit_id, m.commit_id);
+    assert_eq!(reader.current().version, 2);
+    c.settle_pointer().await;
+    // A put that fails before reaching the store: the error is the
+    // put's, and it does not prove the commit was rejected (the caller
+    // keeps its files for the orphan sweep).
+    store.set_fault(Some(Fault {
+        at_write: 1,
+        after: false,
+        action: FaultAction::Error,
+    }));
+    let err = c.commit(|_| Ok(())).await.unwrap_err();
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    assert!(!err.commit_rejected());
+    assert_eq!(reader.reload().await.unwrap().version, 2);
+    // A precondition that fails does prove it.
+    store.set_fault(None);
+    let err = c
+        .commit(|_| -> Result<()> {
+            Err(Error::CommitConflict {
+                name: "v".into(),
+                reason: "test".into(),
+            })
+        })
+        .await
+        .unwrap_err();
+    assert!(err.commit_rejected());
+}
+
+#[tokio::test]
+async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    a.commit(|_| Ok(())).await.unwrap();
+    let mut seen = vec![];
+    // b still believes version 0 is the latest until its put fails.
+    *b.current.write().unwrap() = Arc::new(Manifest::default());
+    b.commit(|m| {
+        seen.push(m.version);
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, vec![1]);
+}
+
+#[tokio::test]
+async fn an_idle_writer_commits_after_versions_cleaned_up_under_it() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let idle = catalog(Arc::clone(&store), Duration::ZERO).await;
+    idle.commit(|_| Ok(())).await.unwrap();
+    let busy = catalog(Arc::clone(&store), Duration::ZERO).await;
+    busy.commit(|_| Ok(())).await.unwrap();
+    busy.commit(|_| Ok(())).await.unwrap();
+    // Versions 1 and 2 are gone: version 2 no longer exists to tell the
+    // idle writer that version 1 was superseded.
+    let report = busy.cleanup(Sweep::Full).await.unwrap();
+    assert_eq!(report.manifests_deleted, 2);
+    let ((), m) = idle.commit(|_| Ok(())).await.unwrap();
+    assert_eq!(m.version, 4, "lands on top of version 3, not beside it");
+    assert_eq!(busy.reload().await.unwrap().version, 4);
+}
+
+#[tokio::test]
+async fn a_reader_repairs_a_pointer_left_far_behind() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let c = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    for _ in 0..6 {
+        c.commit(|_| Ok(())).await.unwrap();
+    }
+    c.reload().await.unwrap();
+    let pointer = || async {
+        let bytes = store
+            .get(&c.pointer_path())
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        serde_json::from_slice::<LatestPointer>(&bytes)
+            .unwrap()
+            .version
+    };
+    assert_eq!(pointer().await, 6, "commits keep it current");
+    // As if the pointer writes of five commits had been lost.
+    store
+        .put(&c.pointer_path(), PutPayload::from(r#"{"version":1}"#))
+        .await
+        .unwrap();
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    assert_eq!(reader.current().version, 6);
+    reader.reload().await.unwrap();
+    assert_eq!(pointer().await, 6, "repaired by the reader");
+}
+
+#[tokio::test]
+async fn versions_are_deleted_once_expired_without_listing_each_commit() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let c = catalog(Arc::clone(&store), Duration::from_millis(300)).await;
+    c.commit(|_| Ok(())).await.unwrap();
+    c.commit(|_| Ok(())).await.unwrap();
+    assert_eq!(c.cleanup(Sweep::Quick).await.unwrap().manifests_deleted, 0);
+    let due = c.log_sweep_due().expect("scheduled after listing");
+    assert!(due > Utc::now(), "not due before version 2 expires");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(c.cleanup(Sweep::Quick).await.unwrap().manifests_deleted, 1);
+    assert_eq!(c.list_versions().await.unwrap().len(), 1);
+    // Nothing else can expire until the next commit.
+    assert_eq!(c.log_sweep_due(), Some(DateTime::<Utc>::MAX_UTC));
+    c.commit(|_| Ok(())).await.unwrap();
+    assert!(c.log_sweep_due() < Some(DateTime::<Utc>::MAX_UTC));
+}
+
+#[tokio::test]
+async fn unreadable_and_newer_manifests_are_named() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    store
+        .put(
+            &Path::from("cat/_matview/log/00000000000000000001.json"),
+            PutPayload::from("{not json"),
+        )
+        .await
+        .unwrap();
+    let err = Catalog::open(
+        "m",
+        ObjectStoreUrl::parse("memory://").unwrap(),
+        Arc::clone(&store),
+        Path::from("cat"),
+        DEFAULT_RETENTION,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("cat/_matview/log/00000000000000000001.json is unreadable"),
+        "{err}"
+    );
+    store
+        .put(
+            &Path::from("cat/_matview/log/00000000000000000002.json"),
+            PutPayload::from(r#"{"format_version": 99}"#),
+        )
+        .await
+        .unwrap();
+    let err = Catalog::open(
+        "m",
+        ObjectStoreUrl::parse("memory://").unwrap(),
+        store,
+        Path::from("cat"),
+        DEFAULT_RETENTION,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedFormat { found: 99, .. }),
+        "{err}"
+    );
+}
+
+/// A one-row Parquet file whose key-value metadata names `snapshot`,
+/// as the catalog's writers leave it.
+fn parquet_of_snapshot(snapshot: &str) -> Vec<u8> {
+    use datafusion::arrow::array::{Int64Array, RecordBatch};
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::parquet::arrow::ArrowWriter;
+    use datafusion::parquet::file::metadata::KeyValue;
+    use datafusion::parquet::file::properties::WriterProperties;
+    let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from(vec![1]))],
+    )
+    .unwrap();
+    let props = WriterProperties::builder()
+        .set_key_value_metadata(Some(vec![KeyValue::new(
+            META_SNAPSHOT.to_owned(),
+            snapshot.to_owned(),
+        )]))
+        .build();
+    let mut bytes = vec![];
+    let mut writer = ArrowWriter::try_new(&mut bytes, schema, Some(props)).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+    bytes
+}
+
+#[tokio::test]
+async fn cleanup_keeps_the_latest_version_and_live_files() {
+    const S1: &str = "11111111111111111111111111111111";
+    const S2: &str = "22222222222222222222222222222222";
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let c = catalog(Arc::clone(&store), Duration::ZERO).await;
+    store
+        .put(
+            &c.path("public/v/11111111111111111111111111111111/a.parquet"),
+            PutPayload::from("x"),
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            &c.path("public/v/22222222222222222222222222222222/b.parquet"),
+            PutPayload::from("y"),
+        )
+        .await
+        .unwrap();
+    let name = crate::spec::QualifiedName::new("datafusion", "public", "v");
+    let entry = |snap: &str, file: &str| crate::spec::ViewEntry {
+        name: name.clone(),
+        id: "id".into(),
+        dir: "public/v".into(),
+        definition: crate::spec::Definition {
+            format: 1,
+            sql: "SELECT 1".into(),
+            column_names: vec![],
+            default_catalog: "datafusion".into(),
+            default_schema: "public".into(),
+            schema: datafusion::arrow::datatypes::Schema::empty(),
+            sources: vec![],
+            not_reproducible: None,
+        },
+        created_at: Utc::now(),
+        snapshot: Some(crate::spec::Snapshot {
+            id: snap.into(),
+            files: vec![crate::spec::DataFile {
+                path: file.into(),
+                size: 1,
+                rows: 1,
+                columns: vec![],
+                lineage: None,
+            }],
+            row_count: 1,
+            size_bytes: 1,
+            refreshed_at: Utc::now(),
+            sources: vec![],
+            state_columns: vec![],
+        }),
+    };
+    c.commit(|m| {
+        m.upsert(entry(
+            S1,
+            "public/v/11111111111111111111111111111111/a.parquet",
+        ));
+        Ok(())
+    })
+    .await
+    .unwrap();
+    c.commit(|m| {
+        m.upsert(entry(
+            S2,
+            "public/v/22222222222222222222222222222222/b.parquet",
+        ));
+        Ok(())
+    })
+    .await
+    .unwrap();
+    // What the catalog did not write, inside and around a view's
+    // folder: never deleted, however old.
+    let strangers = [
+        "other/data.txt",
+        "public/stranger/x.parquet",
+        "public/stranger/99999999999999999999999999999999/part-00000.parquet",
+        "public/v/notes.txt",
+        "public/v/x.parquet",
+        "public/v/not-a-snapshot/part-00000.parquet",
+        "public/v/99999999999999999999999999999999/notes.txt",
+        "public/v/99999999999999999999999999999999/sub/part-00000.parquet",
+        "_matview/notes.txt",
+    ];
+    for stranger in strangers {
+        store
+            .put(&c.path(stranger), PutPayload::from("mine"))
+            .await
+            .unwrap();
+    }
+    // A file no version references, as a crashed writer leaves it: its
+    // footer names its snapshot.
+    store
+        .put(
+            &c.path("public/v/99999999999999999999999999999999/orphan.parquet"),
+            PutPayload::from(parquet_of_snapshot("99999999999999999999999999999999")),
+        )
+        .await
+        .unwrap();
+    // A Parquet file of the right shape that is not the catalog's.
+    store
+        .put(
+            &c.path("public/v/88888888888888888888888888888888/part-00000.parquet"),
+            PutPayload::from(parquet_of_snapshot("someone else's")),
+        )
+        .await
+        .unwrap();
+    let report = c.cleanup(Sweep::Quick).await.unwrap();
+    // s1 was retired by version 2, which superseded version 1.
+    assert_eq!(
+        report,
+        CleanupReport {
+            manifests_deleted: 1,
+            files_deleted: 1
+        }
+    );
+    assert!(
+        store
+            .head(&c.path("public/v/22222222222222222222222222222222/b.parquet"))
+            .await
+            .is_ok()
+    );
+    assert!(
+        store
+            .head(&c.path("public/v/11111111111111111111111111111111/a.parquet"))
+            .await
+            .is_err()
+    );
+    // The entry of the deleted files leaves with the next commit; a
+    // second cleanup does not delete them again.
+    assert_eq!(c.current().retired.len(), 1);
+    assert_eq!(
+        c.cleanup(Sweep::Quick).await.unwrap(),
+        CleanupReport::default()
+    );
+    c.commit(|_| Ok(())).await.unwrap();
+    assert!(c.current().retired.is_empty());
+    // The catalog still opens at the latest version.
+    let again = catalog(Arc::clone(&store), Duration::ZERO).await;
+    assert_eq!(again.current().version, 3);
+    assert!(
+        store
+            .head(&c.path("public/v/99999999999999999999999999999999/orphan.parquet"))
+            .await
+            .is_ok()
+    );
+    // The full sweep finds the orphan and version 2, and nothing else.
+    assert_eq!(
+        c.cleanup(Sweep::Full).await.unwrap(),
+        CleanupReport {
+            manifests_deleted: 1,
+            files_deleted: 1
+        }
+    );
+    assert!(
+        store
+            .head(&c.path("public/v/22222222222222222222222222222222/b.parquet"))
+            .await
+            .is_ok()
+    );
+    assert_eq!(
+        c.cleanup(Sweep::Full).await.unwrap(),
+        CleanupReport::default()
+    );
+    for stranger in strangers
+        .iter()
+        .chain(&["public/v/88888888888888888888888888888888/part-00000.parquet"])
+    {
+        assert!(store.head(&c.path(stranger)).await.is_ok(), "{stranger}");
+    }
+}
