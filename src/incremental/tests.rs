@@ -1,0 +1,257 @@
+//! Unit tests of shapes and strategies.
+
+use super::shape::Merge;
+use super::*;
+use datafusion::prelude::{CsvReadOptions, SessionContext};
+
+/// A session with CSV tables `t (a, b)` and `d (a, c)`.
+async fn session() -> (tempfile::TempDir, SessionContext) {
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = SessionContext::new();
+    for (name, header) in [("t", "a,b"), ("d", "a,c")] {
+        let path = dir.path().join(format!("{name}.csv"));
+        std::fs::write(&path, format!("{header}\n1,x\n2,y\n")).unwrap();
+        ctx.register_csv(name, path.to_str().unwrap(), CsvReadOptions::new())
+            .await
+            .unwrap();
+    }
+    (dir, ctx)
+}
+
+async fn plan(ctx: &SessionContext, sql: &str) -> LogicalPlan {
+    ctx.state().create_logical_plan(sql).await.unwrap()
+}
+
+#[tokio::test]
+async fn row_wise_in_the_changed_table() {
+    let (_dir, ctx) = session().await;
+    let t = ctx.table_provider("t").await.unwrap();
+    let cases: &[(&str, std::result::Result<bool, &str>)] = &[
+        ("SELECT a, upper(b) FROM t WHERE a > 1", Ok(true)),
+        ("SELECT unnest(make_array(a, a)) FROM t", Ok(true)),
+        ("SELECT t.a, d.c FROM t JOIN d ON t.a = d.a", Ok(true)),
+        ("SELECT t.a FROM t LEFT JOIN d ON t.a = d.a", Ok(true)),
+        (
+            "SELECT d.a FROM d LEFT SEMI JOIN t ON t.a = d.a",
+            Err("not incremental: a leftsemi join does not keep the rows of t one by one"),
+        ),
+        (
+            "SELECT t.a FROM d LEFT JOIN t ON t.a = d.a",
+            Err("not incremental: a left join does not keep the rows of t one by one"),
+        ),
+        (
+            "SELECT x.a FROM t x JOIN t y ON x.a = y.a",
+            Err("not incremental: t is joined with itself"),
+        ),
+        ("SELECT a FROM t ORDER BY a", Err("not incremental: Sort")),
+        ("SELECT DISTINCT a FROM t", Err("not incremental: Distinct")),
+        (
+            "SELECT a FROM d WHERE a IN (SELECT a FROM t)",
+            Err("not incremental: a subquery reads t"),
+        ),
+        // An unchanged table may be read in any shape.
+        (
+            "SELECT a FROM d WHERE a IN (SELECT max(a) FROM d)",
+            Ok(false),
+        ),
+    ];
+    for (sql, expected) in cases {
+        let got = linear(&plan(&ctx, sql).await, &t, "t");
+        assert_eq!(got, expected.map_err(str::to_owned), "{sql}");
+    }
+}
+
+#[tokio::test]
+async fn which_aggregates_merge() {
+    let (_dir, ctx) = session().await;
+    let shape = |sql: &'static str| {
+        let ctx = &ctx;
+        async move { Shape::of(&plan(ctx, sql).await) }
+    };
+    match shape("SELECT b, count(*) AS n, min(a), avg(a) AS m FROM t GROUP BY b").await {
+        Shape::Aggregate(a) => {
+            assert_eq!(a.state_columns, ["__dfmv_sum_3", "__dfmv_count_3"]);
+            assert_eq!(
+                a.merges,
+                [
+                    Merge::Key,
+                    Merge::Sum,
+                    Merge::Min,
+                    Merge::Avg { sum: 4, count: 5 },
+                    Merge::Sum,
+                    Merge::Sum
+                ]
+            );
+            let names: Vec<&String> = a.plan.schema().fields().iter().map(|f| f.name()).collect();
+            assert_eq!(
+                names,
+                ["b", "n", "min(t.a)", "m", "__dfmv_sum_3", "__dfmv_count_3"]
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(shape("SELECT a FROM t").await, Shape::Rows));
+    for (sql, why) in [
+        (
+            "SELECT b, count(DISTINCT a) FROM t GROUP BY b",
+            "not incremental: count(DISTINCT ...) cannot be merged",
+        ),
+        (
+            "SELECT count(*) + 1 AS n FROM t",
+            "not incremental: column \"n\" is computed from aggregates",
+        ),
+        (
+            "SELECT count(*) AS n FROM t GROUP BY b",
+            "not incremental: GROUP BY t.b is not a column of the view",
+        ),
+        (
+            "SELECT b, median(a) FROM t GROUP BY b",
+            "not incremental: median() cannot be merged",
+        ),
+    ] {
+        match shape(sql).await {
+            Shape::Other(reason) => assert_eq!(reason, why, "{sql}"),
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+}
+
+fn file(path: &str, size: u64) -> FileFingerprint {
+    FileFingerprint {
+        path: path.into(),
+        size,
+        version: "1".into(),
+    }
+}
+
+#[test]
+fn groups_are_consecutive_and_balanced() {
+    let files: Vec<_> = (0..100).map(|i| file(&format!("f{i:03}"), 10)).collect();
+    let g = groups(&files);
+    assert!((LINEAGE_GROUPS / 2..=LINEAGE_GROUPS).contains(&g.len()));
+    assert_eq!(g.iter().map(Vec::len).sum::<usize>(), 100);
+    let flat: Vec<&String> = g.iter().flatten().collect();
+    assert!(flat.windows(2).all(|w| w[0] < w[1]));
+    assert!(groups(&[]).is_empty());
+    // One huge file does not drag the rest with it.
+    let skewed = [file("a", 1000), file("b", 1), file("c", 1)];
+    assert_eq!(groups(&skewed), [vec!["a"], vec!["b", "c"]]);
+}
+
+fn source(name: &str, fingerprint: Fingerprint) -> SourceFingerprint {
+    SourceFingerprint {
+        name: QualifiedName::new("datafusion", "public", name),
+        fingerprint,
+    }
+}
+
+#[test]
+fn the_one_changed_table_is_found_through_plain_views() {
+    let files = |n: usize| Fingerprint::Files {
+        files: (0..n).map(|i| file(&format!("f{i}"), 1)).collect(),
+        definition: "csv".into(),
+    };
+    let then = [
+        source("dim", files(1)),
+        source(
+            "v",
+            Fingerprint::View {
+                sources: vec![source("t", files(2))],
+                definition: "select".into(),
+            },
+        ),
+    ];
+    let now = [
+        source("dim", files(1)),
+        source(
+            "v",
+            Fingerprint::View {
+                sources: vec![source("t", files(3))],
+                definition: "select".into(),
+            },
+        ),
+    ];
+    let show = |n: &QualifiedName| n.name.clone();
+    // Two tables: no one table to write in groups of its files.
+    assert!(only_table(&now).is_none());
+    let (name, t_files) = only_table(&now[1..]).unwrap();
+    assert_eq!((name.name.as_str(), t_files.len()), ("t", 3));
+    let change = changed_table(&then, &now, show).unwrap();
+    assert_eq!(change.name.name, "t");
+    assert_eq!((change.before.len(), change.after.len()), (2, 3));
+    assert!(!change.only_source);
+
+    let both = [source("dim", files(2)), now[1].clone()];
+    assert_eq!(
+        changed_table(&then, &both, show).unwrap_err(),
+        "dim and t changed"
+    );
+    // A materialized view: its data files are what changed.
+    let refreshed = [source(
+        "m",
+        Fingerprint::Snapshot {
+            definition: "m1".into(),
+            id: Some("b".into()),
+            files: vec![file("m/a/1", 1), file("m/b/2", 1)],
+        },
+    )];
+    let before = [source(
+        "m",
+        Fingerprint::Snapshot {
+            definition: "m1".into(),
+            id: Some("a".into()),
+            files: vec![file("m/a/1", 1)],
+        },
+    )];
+    let change = changed_table(&before, &refreshed, show).unwrap();
+    assert_eq!((change.before.len(), change.after.len()), (1, 2));
+    assert!(change.only_source);
+    let emptied = [source(
+        "m",
+        Fingerprint::Snapshot {
+            definition: "m1".into(),
+            id: None,
+            files: vec![],
+        },
+    )];
+    assert_eq!(
+        changed_table(&before, &emptied, show).unwrap_err(),
+        "m is a materialized view that was emptied or populated"
+    );
+}
+
+#[test]
+fn no_incremental_refresh_across_a_redefinition() {
+    let show = |n: &QualifiedName| n.name.clone();
+    let table = |files: usize, definition: &str| Fingerprint::Files {
+        files: (0..files).map(|i| file(&format!("f{i}"), 1)).collect(),
+        definition: definition.into(),
+    };
+    let view = |t: Fingerprint, definition: &str| {
+        vec![source(
+            "v",
+            Fingerprint::View {
+                sources: vec![source("t", t)],
+                definition: definition.into(),
+            },
+        )]
+    };
+    let then = view(table(2, "csv"), "select a");
+    // Appended under the same definitions: incremental is possible.
+    assert!(changed_table(&then, &view(table(3, "csv"), "select a"), show).is_ok());
+    // The plain view was redefined, even with the same table files.
+    assert_eq!(
+        changed_table(&then, &view(table(3, "csv"), "select b"), show).unwrap_err(),
+        "v was redefined"
+    );
+    // The table was re-created with other options over the same files.
+    assert_eq!(
+        changed_table(&then, &view(table(3, "csv;"), "select a"), show).unwrap_err(),
+        "t was redefined"
+    );
+    // Recorded before definitions were: never assumed unchanged.
+    assert_eq!(
+        changed_table(&view(table(2, ""), "select a"), &then, show).unwrap_err(),
+        "the definition of t was not recorded at the last refresh"
+    );
+}
