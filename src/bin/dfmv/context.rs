@@ -1,5 +1,13 @@
 //! The DataFusion session dfmv runs in, set up as `datafusion-cli` sets up
 //! its own, and the object stores that remote locations need.
+//!
+//! Follows datafusion-cli 55.2.0: `src/main.rs` (session, runtime and memory
+//! pool from the flags) and `src/exec.rs`
+//! (`register_object_store_and_config_extensions`: stores for the
+//! locations of CREATE EXTERNAL TABLE and COPY, built with the public
+//! `object_storage` builders). Not carried over (upstream keeps them
+//! crate-private): the retry that auto-detects an S3 bucket's region after
+//! a wrong-region error, and `stdin://` locations.
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;

@@ -1,5 +1,10 @@
 //! Running statements and backslash commands, and printing what they
 //! return as `datafusion-cli` prints it.
+//!
+//! Follows datafusion-cli 55.2.0 `src/exec.rs` (`exec_from_files`,
+//! `exec_and_print`: bounded results collected up to `--maxrows`,
+//! unbounded ones streamed) and `src/command.rs` (backslash commands,
+//! which it calls through the library where they are public).
 
 use std::fs::File;
 use std::io::{BufRead, BufReader};

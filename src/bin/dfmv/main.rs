@@ -6,6 +6,8 @@
 //! MATERIALIZED VIEWS`, `\dm`, a catalog that remembers views, external
 //! tables and plain views between runs, and `dfmv adopt DIR` for folders
 //! made the old way (`state.sql` + `views/manifest.json`).
+//!
+//! The flags follow datafusion-cli 55.2.0 `src/main.rs` (`Args`).
 
 mod adopt;
 mod context;

@@ -2,6 +2,11 @@
 //! file-name completion inside quotes, highlighting with `--color`,
 //! statements ending at `;`), with a validator that knows the
 //! materialized-view statements.
+//!
+//! Follows datafusion-cli 55.2.0 `src/exec.rs` (`exec_from_repl`) and
+//! `src/helper.rs` (`CliHelper`, whose validator cannot know the view
+//! statements: `DfmvHelper` is a copy with dfmv's validator, using the
+//! library's highlighters).
 
 use std::borrow::Cow;
 use std::cell::Cell;
