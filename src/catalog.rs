@@ -228,11 +228,22 @@ impl Catalog {
             root.is_empty() || path == root || path.starts_with(&format!("{root}/"))
         };
         let text = error.to_string();
+        // The root's own path, not a longer name it begins (`/data/cat`
+        // is not under `/data/ca`).
+        let names_root = || {
+            let root = self.display_path(&self.root);
+            text.match_indices(&root).any(|(at, _)| {
+                text[at + root.len()..]
+                    .chars()
+                    .next()
+                    .is_none_or(|c| !(c.is_alphanumeric() || "-_.".contains(c)))
+            })
+        };
         error.refusals().iter().any(|refusal| match refusal {
             Some(path) => under_root(path),
             // Only a local file system's error lacks the path; its text
             // names the file.
-            None => text.contains(&self.display_path(&self.root)),
+            None => names_root(),
         })
     }
 

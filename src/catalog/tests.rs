@@ -409,3 +409,57 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
         assert!(store.head(&c.path(stranger)).await.is_ok(), "{stranger}");
     }
 }
+
+#[test]
+fn only_refusals_under_the_root_are_the_catalogs() {
+    #[derive(Debug)]
+    struct Local(String);
+    impl std::fmt::Display for Local {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "Unable to open file {}: Permission denied (os error 13)",
+                self.0
+            )
+        }
+    }
+    impl std::error::Error for Local {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&*DENIED)
+        }
+    }
+    static DENIED: std::sync::LazyLock<std::io::Error> =
+        std::sync::LazyLock::new(|| std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+    let c = Catalog::unloaded(
+        "/data/cat",
+        ObjectStoreUrl::parse("file://").unwrap(),
+        Arc::new(InMemory::new()),
+        Path::from("data/cat"),
+        DEFAULT_RETENTION,
+    );
+    let local = |file: &str| {
+        Error::ObjectStore(object_store::Error::Generic {
+            store: "LocalFileSystem",
+            source: Box::new(Local(file.into())),
+        })
+    };
+    assert!(c.refused(&local("/data/cat/_matview/log/00000000000000000002.json")));
+    assert!(c.refused(&local("/data/cat")));
+    assert!(!c.refused(&local("/data/cats/a.csv")));
+    assert!(!c.refused(&local("/data/cat.old/a.csv")));
+    let s3 = |path: &str| {
+        Error::ObjectStore(object_store::Error::PermissionDenied {
+            path: path.into(),
+            source: "403".into(),
+        })
+    };
+    assert!(c.refused(&s3("data/cat/public/v/x.parquet")));
+    assert!(!c.refused(&s3("data/cats/x.parquet")));
+    // Not a refusal at all.
+    assert!(
+        !c.refused(&Error::ObjectStore(object_store::Error::NotFound {
+            path: "data/cat/x".into(),
+            source: "gone".into(),
+        }))
+    );
+}
