@@ -1252,6 +1252,11 @@ async fn scans_skip_files_by_recorded_statistics() {
     assert_eq!(ids(&s, "SELECT id FROM v WHERE id = 500").await, [500]);
 }
 
+async fn row_count(s: &MatviewSession, sql: &str) -> usize {
+    let batches = s.sql(sql).await.unwrap().collect().await.unwrap();
+    batches.iter().map(|b| b.num_rows()).sum()
+}
+
 #[tokio::test]
 async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
     let dir = tempfile::tempdir().unwrap();
@@ -1287,14 +1292,7 @@ async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
     store.set_read_only(true);
     let s = open().await;
     // Reads work: the view, the remembered plain view, SHOW, a no_op.
-    let rows = s
-        .sql("SELECT x FROM v")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    assert_eq!(row_count(&s, "SELECT x FROM v").await, 1);
     s.sql("SELECT x FROM p")
         .await
         .unwrap()
@@ -1359,14 +1357,7 @@ async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
     // Nothing changed.
     store.set_read_only(false);
     let s = open().await;
-    let rows = s
-        .sql("SELECT x FROM v")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    assert_eq!(row_count(&s, "SELECT x FROM v").await, 1);
     assert!(s.sql("SELECT * FROM n").await.is_err());
 }
 
