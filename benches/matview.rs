@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::prelude::SessionContext;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 use tokio::runtime::Runtime;
@@ -128,6 +129,21 @@ async fn session(fixture: &Fixture, catalog: &Path) -> MatviewSession {
     s
 }
 
+/// Checks that a timed REFRESH did the work its benchmark claims: the
+/// `mode` of the named view's row (the last) in its result.
+fn assert_mode(result: &[RecordBatch], sql: &str, expected: &str) {
+    let batch = result.last().expect("REFRESH returns a row");
+    let modes = batch
+        .column_by_name("mode")
+        .expect("a mode column")
+        .as_string::<i32>();
+    let got = modes.value(modes.len() - 1);
+    assert_eq!(
+        got, expected,
+        "{sql} ran {got}, the benchmark times {expected}"
+    );
+}
+
 fn bench_refresh(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     let catalog = fixture.path("refresh-catalog");
     let s = rt.block_on(async {
@@ -141,12 +157,10 @@ fn bench_refresh(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     group.sample_size(10);
     group.bench_function("matview_refresh", |b| {
         b.to_async(rt).iter(|| async {
-            s.sql("REFRESH MATERIALIZED VIEW v FULL")
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap()
+            let sql = "REFRESH MATERIALIZED VIEW v FULL";
+            let result = s.sql(sql).await.unwrap().collect().await.unwrap();
+            assert_mode(&result, sql, "full");
+            result
         })
     });
     let ctx = rt.block_on(async {
@@ -300,7 +314,7 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     let appended = std::cell::Cell::new(0);
     // Each iteration starts from a view that is up to date with the
     // source, then appends 1% (untimed) and times the refresh.
-    let timed_refresh = |b: &mut criterion::Bencher, sql: &str, append: bool| {
+    let timed_refresh = |b: &mut criterion::Bencher, sql: &str, append: bool, mode: &str| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
@@ -319,8 +333,10 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
                     fixture.append_one_percent(appended.get());
                 }
                 let start = Instant::now();
-                rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
+                let result =
+                    rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
                 total += start.elapsed();
+                assert_mode(&result, sql, mode);
             }
             total
         })
@@ -331,8 +347,10 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
         group.warm_up_time(Duration::from_secs(1));
         let refresh = format!("REFRESH MATERIALIZED VIEW {view}");
         let full = format!("{refresh} FULL");
-        group.bench_function("matview_refresh", |b| timed_refresh(b, &refresh, true));
-        group.bench_function("full_refresh", |b| timed_refresh(b, &full, true));
+        group.bench_function("matview_refresh", |b| {
+            timed_refresh(b, &refresh, true, "incremental")
+        });
+        group.bench_function("full_refresh", |b| timed_refresh(b, &full, true, "full"));
         group.finish();
     }
     fixture.remove_appended(appended.get());
@@ -348,10 +366,10 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
     group.bench_function("matview_refresh", |b| {
-        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered", false)
+        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered", false, "no_op")
     });
     group.bench_function("full_refresh", |b| {
-        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered FULL", false)
+        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered FULL", false, "full")
     });
     group.finish();
 
@@ -360,9 +378,17 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     let mut group = c.benchmark_group("after_rewrite_filtered");
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
-    for (function, sql) in [
-        ("matview_refresh", "REFRESH MATERIALIZED VIEW filtered"),
-        ("full_refresh", "REFRESH MATERIALIZED VIEW filtered FULL"),
+    for (function, sql, mode) in [
+        (
+            "matview_refresh",
+            "REFRESH MATERIALIZED VIEW filtered",
+            "incremental",
+        ),
+        (
+            "full_refresh",
+            "REFRESH MATERIALIZED VIEW filtered FULL",
+            "full",
+        ),
     ] {
         group.bench_function(function, |b| {
             b.iter_custom(|iters| {
@@ -375,8 +401,9 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
                     run("REFRESH MATERIALIZED VIEW filtered FULL");
                     fixture.rewrite_one();
                     let start = Instant::now();
-                    run(sql);
+                    let result = run(sql);
                     total += start.elapsed();
+                    assert_mode(&result, sql, mode);
                 }
                 total
             })
