@@ -61,7 +61,7 @@ pub(super) fn not_reproducible(plan: &LogicalPlan) -> Option<String> {
 
 /// The relations an INSERT, UPDATE, DELETE or TRUNCATE writes to.
 pub(super) fn dml_targets(statement: &SQLStatement) -> Vec<&ObjectName> {
-    pub(super) fn relation(t: &TableWithJoins) -> Option<&ObjectName> {
+    fn relation(t: &TableWithJoins) -> Option<&ObjectName> {
         match &t.relation {
             TableFactor::Table { name, .. } => Some(name),
             _ => None,
