@@ -1293,18 +1293,8 @@ async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
     let s = open().await;
     // Reads work: the view, the remembered plain view, SHOW, a no_op.
     assert_eq!(row_count(&s, "SELECT x FROM v").await, 1);
-    s.sql("SELECT x FROM p")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    s.sql("SHOW MATERIALIZED VIEWS")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    assert_eq!(row_count(&s, "SELECT x FROM p").await, 1);
+    assert_eq!(row_count(&s, "SHOW MATERIALIZED VIEWS").await, 2);
     s.sql("REFRESH MATERIALIZED VIEW v").await.unwrap();
     for (statement, command) in [
         (
@@ -1467,11 +1457,7 @@ async fn a_filter_prunes_files_and_row_groups_of_a_view() {
     )
     .await
     .unwrap();
-    let name = datafusion_matview::spec::QualifiedName {
-        catalog: "datafusion".into(),
-        schema: "public".into(),
-        name: "w".into(),
-    };
+    let name = datafusion_matview::spec::QualifiedName::new("datafusion", "public", "w");
     let manifest = s.catalog().current();
     let files = manifest
         .view(&name)
@@ -1501,11 +1487,7 @@ async fn commit_requirements_say_what_another_session_did() {
         .await
         .unwrap();
     let m = s.catalog().current();
-    let name = |n: &str| QualifiedName {
-        catalog: "datafusion".into(),
-        schema: "public".into(),
-        name: n.into(),
-    };
+    let name = |n: &str| QualifiedName::new("datafusion", "public", n);
     let view = m.view(&name("v")).unwrap();
     let met = [
         Requirement::ViewAbsent(name("w")),

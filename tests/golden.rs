@@ -25,11 +25,7 @@ fn read() -> Manifest {
 }
 
 fn name(n: &str) -> QualifiedName {
-    QualifiedName {
-        catalog: "datafusion".into(),
-        schema: "public".into(),
-        name: n.into(),
-    }
+    QualifiedName::new("datafusion", "public", n)
 }
 
 #[test]

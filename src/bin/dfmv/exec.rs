@@ -419,7 +419,8 @@ async fn refresh_view(
     // first); the named view comes last.
     let outcomes = result?;
     if structured(print_options) {
-        print_outcomes(app, print_options, &outcomes, started)?;
+        let batch = RefreshOutcome::batch(&outcomes);
+        print_batches(app, print_options, batch.schema(), &[batch], started)?;
     } else if !print_options.quiet {
         for outcome in &outcomes {
             let what = match outcome.mode {
@@ -460,17 +461,6 @@ fn structured(print_options: &PrintOptions) -> bool {
         print_options.format,
         PrintFormat::Table | PrintFormat::Automatic
     )
-}
-
-/// Prints REFRESH results as rows, in the session's format.
-fn print_outcomes(
-    app: &App,
-    print_options: &PrintOptions,
-    outcomes: &[RefreshOutcome],
-    started: Instant,
-) -> Result<()> {
-    let batch = RefreshOutcome::batch(outcomes);
-    print_batches(app, print_options, batch.schema(), &[batch], started)
 }
 
 /// Warns on stderr when a view's data is larger than the threshold.
