@@ -38,7 +38,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use datafusion::arrow::datatypes::DataType;
-use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::catalog::empty::EmptyTable;
+use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchemaRef};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::{TableProvider, provider_as_source, source_as_provider};
@@ -136,6 +137,72 @@ fn definitions<'a>(
         if let Fingerprint::View { sources, .. } = &source.fingerprint {
             definitions(sources, out);
         }
+    }
+}
+
+/// Files that hold something: a file of zero bytes has no rows in any
+/// format (a refresh neither reads it nor counts it as data it has seen).
+fn non_empty(files: &[FileFingerprint]) -> impl Iterator<Item = &FileFingerprint> {
+    files.iter().filter(|f| f.size > 0)
+}
+
+/// A file-backed table a refresh reads, held to the files it had when its
+/// fingerprint was taken.
+pub(crate) struct Pin {
+    provider: Arc<dyn TableProvider>,
+    files: Files,
+    paths: Vec<String>,
+}
+
+impl Pin {
+    /// `provider` (named `name`) held to `paths`; `None` for a table whose
+    /// files cannot be read apart (a partitioned or custom table).
+    pub(crate) fn new(
+        provider: Arc<dyn TableProvider>,
+        name: &str,
+        catalog: &Arc<Catalog>,
+        paths: Vec<String>,
+    ) -> Option<Pin> {
+        let files = Files::of(&provider, name, catalog).ok()?;
+        Some(Pin {
+            provider,
+            files,
+            paths,
+        })
+    }
+}
+
+/// The file-backed tables under `sources` (plain views expanded), each
+/// with the files that held rows when the fingerprints were taken.
+pub(crate) fn fingerprinted_files(
+    sources: &[SourceFingerprint],
+) -> Vec<(&QualifiedName, Vec<String>)> {
+    let mut tables = BTreeMap::new();
+    leaves(sources, &mut tables);
+    tables
+        .into_iter()
+        .filter_map(|(name, fingerprint)| match fingerprint {
+            Fingerprint::Files { files, .. }
+            | Fingerprint::Snapshot {
+                id: Some(_), files, ..
+            } => Some((name, non_empty(files).map(|f| f.path.clone()).collect())),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Write {
+    /// Makes every part read each pinned table as exactly its pinned files
+    /// (subqueries included), whatever lands in it meanwhile: what a refresh
+    /// reads is then what its fingerprints say it read, so a file added
+    /// while it runs is seen as new by the next refresh, and read once.
+    pub(crate) fn pin(mut self, pins: &[Pin]) -> Result<Write> {
+        for part in &mut self.parts {
+            for pin in pins {
+                part.plan = over_files(&part.plan, &pin.provider, &pin.files, &pin.paths)?;
+            }
+        }
+        Ok(self)
     }
 }
 
@@ -264,6 +331,9 @@ impl Files {
     /// A table of the same columns over only `paths`.
     fn only(&self, paths: &[String]) -> Result<Arc<dyn TableProvider>> {
         match self {
+            Files::Listing(listing) if paths.is_empty() => {
+                Ok(Arc::new(EmptyTable::new(TableProvider::schema(listing))))
+            }
             Files::Listing(listing) => {
                 let urls = paths
                     .iter()
@@ -417,10 +487,13 @@ fn over_files(
     files: &Files,
     paths: &[String],
 ) -> Result<LogicalPlan> {
+    if !reads_anywhere(plan, provider) {
+        return Ok(plan.clone());
+    }
     let only = provider_as_source(files.only(paths)?);
     Ok(plan
         .clone()
-        .transform_up(|node| match node {
+        .transform_up_with_subqueries(|node| match node {
             LogicalPlan::TableScan(scan) if reads(&scan, provider) => {
                 Ok(Transformed::yes(LogicalPlan::TableScan(TableScan {
                     source: Arc::clone(&only),
@@ -435,7 +508,8 @@ fn over_files(
 /// Splits `files` (sorted by path) into at most [`LINEAGE_GROUPS`] runs of
 /// consecutive files of about equal size.
 fn groups(files: &[FileFingerprint]) -> Vec<Vec<String>> {
-    let total: u64 = files.iter().map(|f| f.size.max(1)).sum();
+    let files: Vec<&FileFingerprint> = non_empty(files).collect();
+    let total: u64 = files.iter().map(|f| f.size).sum();
     let target = total.div_ceil(LINEAGE_GROUPS as u64).max(1);
     let mut out: Vec<Vec<String>> = vec![];
     let mut size = 0;
@@ -444,7 +518,7 @@ fn groups(files: &[FileFingerprint]) -> Vec<Vec<String>> {
             out.push(vec![]);
             size = 0;
         }
-        size += file.size.max(1);
+        size += file.size;
         out.last_mut()
             .expect("pushed above")
             .push(file.path.clone());
@@ -522,10 +596,13 @@ pub(crate) fn choose(
         Ok(files) => files,
         Err(why) => return Ok(Strategy::Full(why)),
     };
-    let before: BTreeMap<&str, &FileFingerprint> =
-        change.before.iter().map(|f| (f.path.as_str(), f)).collect();
-    let after: BTreeMap<&str, &FileFingerprint> =
-        change.after.iter().map(|f| (f.path.as_str(), f)).collect();
+    // An empty file holds no rows: it is as if it were not there.
+    let before: BTreeMap<&str, &FileFingerprint> = non_empty(change.before)
+        .map(|f| (f.path.as_str(), f))
+        .collect();
+    let after: BTreeMap<&str, &FileFingerprint> = non_empty(change.after)
+        .map(|f| (f.path.as_str(), f))
+        .collect();
     let changed: BTreeSet<&str> = before
         .iter()
         .filter(|(path, f)| after.get(*path) != Some(*f))
@@ -547,6 +624,18 @@ pub(crate) fn choose(
         if n > 0 {
             what.push(format!("{n} file(s) {verb}"));
         }
+    }
+    if what.is_empty() {
+        // The same rows as last time: the data stays as it is.
+        return Ok(Strategy::Incremental {
+            write: Write {
+                keep: snapshot.files.clone(),
+                state_columns: snapshot.state_columns.clone(),
+                input_bytes: Some(0),
+                ..Default::default()
+            },
+            detail: format!("{source}: only empty files changed; nothing to recompute"),
+        });
     }
     let what = format!("{source}: {}", what.join(", "));
     let size_of = |paths: &mut dyn Iterator<Item = &str>| -> u64 {

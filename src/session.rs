@@ -33,7 +33,7 @@ use crate::catalog::{
 use crate::error::{Error, Result};
 use crate::freshness::{Fingerprinter, Freshness, compare};
 use crate::functions::MaterializedViewsFunction;
-use crate::incremental::{self, Shape, Strategy, Write};
+use crate::incremental::{self, Pin, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{

@@ -87,6 +87,15 @@ struct Shared {
     fault: Mutex<Option<Fault>>,
     base: AtomicU64,
     read_only: AtomicBool,
+    /// Written right after the next listing under its prefix has been read.
+    after_list: Mutex<Option<AfterList>>,
+}
+
+/// See [`InstrumentedStore::put_after_next_list`].
+#[derive(Debug)]
+struct AfterList {
+    location: Path,
+    data: Bytes,
 }
 
 impl Shared {
@@ -168,6 +177,32 @@ impl InstrumentedStore {
     /// user may only read does: `PermissionDenied`.
     pub fn set_read_only(&self, read_only: bool) {
         self.shared.read_only.store(read_only, Ordering::SeqCst);
+    }
+
+    /// Writes `data` at `location` as soon as the next `list` of a prefix
+    /// containing it has been read in full, so that listing does not show
+    /// it and every later one does: another writer landing a file just
+    /// after someone looked.
+    pub fn put_after_next_list(&self, location: Path, data: Bytes) {
+        *self
+            .shared
+            .after_list
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(AfterList { location, data });
+    }
+
+    /// The pending write of [`Self::put_after_next_list`] if a listing of
+    /// `prefix` would show its location.
+    fn take_after_list(&self, prefix: Option<&Path>) -> Option<AfterList> {
+        let mut pending = self
+            .shared
+            .after_list
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let shows = pending
+            .as_ref()
+            .is_some_and(|p| prefix.is_none_or(|prefix| p.location.prefix_matches(prefix)));
+        if shows { pending.take() } else { None }
     }
 }
 
@@ -289,7 +324,24 @@ impl ObjectStore for InstrumentedStore {
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.shared.counters.lists.fetch_add(1, Ordering::SeqCst);
-        self.inner.list(prefix)
+        let Some(after) = self.take_after_list(prefix) else {
+            return self.inner.list(prefix);
+        };
+        // Read the whole listing, then land the file, then answer.
+        let listing = self.inner.list(prefix);
+        let inner = Arc::clone(&self.inner);
+        futures::stream::once(async move {
+            let listed: Vec<object_store::Result<ObjectMeta>> = listing.collect().await;
+            let put = inner
+                .put_opts(&after.location, after.data.into(), PutOptions::default())
+                .await;
+            futures::stream::iter(match put {
+                Ok(_) => listed,
+                Err(e) => vec![Err(e)],
+            })
+        })
+        .flatten()
+        .boxed()
     }
 
     fn list_with_offset(

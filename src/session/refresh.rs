@@ -238,6 +238,10 @@ impl MatviewSession {
                 Some(self.full_write(plan, &shape, &fingerprints).await?)
             }
         };
+        let write = match write {
+            Some(write) => Some(write.pin(&self.pins(&fingerprints).await?)?),
+            None => None,
+        };
         Ok(PlannedRefresh {
             name: name.clone(),
             display,
@@ -278,6 +282,20 @@ impl MatviewSession {
             &provider,
             &self.catalog,
         )
+    }
+
+    /// The file-backed sources a refresh reads, each held to the files it
+    /// had when `fingerprints` were taken (see [`Write::pin`]).
+    pub(super) async fn pins(&self, fingerprints: &[SourceFingerprint]) -> Result<Vec<Pin>> {
+        let mut pins = vec![];
+        for (name, paths) in incremental::fingerprinted_files(fingerprints) {
+            if let Some(provider) = self.registered(name).await?
+                && let Some(pin) = Pin::new(provider, &self.display(name), &self.catalog, paths)
+            {
+                pins.push(pin);
+            }
+        }
+        Ok(pins)
     }
 
     /// What a full computation of a view with query `plan` writes (see
