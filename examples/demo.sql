@@ -7,12 +7,18 @@
 -- working copy of the source data is written to target/dfmv-demo/, so the
 -- bundled files in examples/data/ stay as they are and every run starts over.
 
--- 1. The source: January's orders, as a CSV file behind an external table.
---    The catalog remembers the table, so later dfmv sessions have it too.
+-- 1. The source: a folder of monthly CSV files behind an external table.
+--    January's orders are there; February's file is created empty (an
+--    empty file holds no rows, and SQL cannot delete the one a previous
+--    run filled). The catalog remembers the table, so later dfmv sessions
+--    have it too.
 COPY (SELECT * FROM 'examples/data/orders-january.csv')
-  TO 'target/dfmv-demo/orders.csv' STORED AS CSV;
-CREATE EXTERNAL TABLE IF NOT EXISTS demo_orders
-  STORED AS CSV LOCATION 'target/dfmv-demo/orders.csv';
+  TO 'target/dfmv-demo/orders/2026-01.csv' STORED AS CSV;
+COPY (SELECT * FROM 'examples/data/orders-february.csv' WHERE false)
+  TO 'target/dfmv-demo/orders/2026-02.csv' STORED AS CSV
+  OPTIONS ('format.has_header' 'false');
+CREATE OR REPLACE EXTERNAL TABLE demo_orders
+  STORED AS CSV LOCATION 'target/dfmv-demo/orders/';
 
 -- 2. The view: computed once, stored as Parquet in the catalog.
 CREATE OR REPLACE MATERIALIZED VIEW demo_sales_by_region AS
@@ -20,14 +26,14 @@ CREATE OR REPLACE MATERIALIZED VIEW demo_sales_by_region AS
   FROM demo_orders GROUP BY region;
 SELECT * FROM demo_sales_by_region ORDER BY region;
 
--- 3. The source changes: February's orders arrive. The view still shows
---    what it stored...
-COPY (SELECT * FROM 'examples/data/orders-january.csv'
-      UNION ALL SELECT * FROM 'examples/data/orders-february.csv')
-  TO 'target/dfmv-demo/orders.csv' STORED AS CSV;
+-- 3. The source changes: February's orders arrive in their file. The view
+--    still shows what it stored...
+COPY (SELECT * FROM 'examples/data/orders-february.csv')
+  TO 'target/dfmv-demo/orders/2026-02.csv' STORED AS CSV;
 SELECT * FROM demo_sales_by_region ORDER BY region;
 
--- 4. ...until it is refreshed.
+-- 4. ...until it is refreshed: incrementally, reading only the new file
+--    and merging it into the stored groups.
 REFRESH MATERIALIZED VIEW demo_sales_by_region;
 SELECT * FROM demo_sales_by_region ORDER BY region;
 

@@ -1182,7 +1182,7 @@ fn the_demo_script_runs_and_runs_again() {
             }
         }
         let rest = rest.join("\n") + "\n";
-        let expected = format!("count\n8\n{before}count\n13\n{before}{after}");
+        let expected = format!("count\n8\ncount\n0\n{before}count\n5\n{before}{after}");
         assert!(rest.starts_with(&expected), "{}", run.stdout);
         assert_eq!(results.len(), 2, "{}", run.stdout);
         assert!(
@@ -1192,7 +1192,7 @@ fn the_demo_script_runs_and_runs_again() {
             run.stdout
         );
         assert!(
-            results[1].starts_with("demo_sales_by_region,full,4,"),
+            results[1].starts_with("demo_sales_by_region,incremental,4,"),
             "{}",
             run.stdout
         );
