@@ -1663,3 +1663,85 @@ fn a_corrupt_file_of_a_view_is_named_with_what_to_do() {
         "s\n5000050000\n"
     );
 }
+
+// ---- LOCATION '/dev/stdin', as in datafusion-cli ----------------------------
+
+#[test]
+fn a_table_over_piped_data_feeds_a_view_and_is_not_remembered() {
+    let dir = Dir::new();
+    let run = dir.dfmv_stdin(
+        &[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "CREATE EXTERNAL TABLE piped STORED AS CSV LOCATION '/dev/stdin'",
+            "-c",
+            "CREATE MATERIALIZED VIEW from_pipe AS SELECT region, sum(amount) AS total FROM piped GROUP BY region",
+            "-c",
+            "SELECT * FROM from_pipe ORDER BY region",
+            "-c",
+            // Read once, kept for the session: a second table in the same
+            // format sees the same data; another format is refused.
+            "CREATE EXTERNAL TABLE again STORED AS CSV LOCATION '/dev/stdin'",
+            "-c",
+            "SELECT count(*) AS n FROM again",
+            "-c",
+            "CREATE EXTERNAL TABLE as_json STORED AS JSON LOCATION '/dev/stdin'",
+        ],
+        "region,amount\nnorth,1.5\nsouth,2\nnorth,3\n",
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout
+            .contains("view,action,populated,rows_written,version\nfrom_pipe,created,true,2,"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout
+            .contains("region,total\nnorth,4.5\nsouth,2.0\nn\n3\n"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains(
+            "Error: Execution error: standard input was read as stdin.csv by an earlier \
+             statement and can be read only once; tables over /dev/stdin in one session \
+             must all be STORED AS the same format"
+        ),
+        "{run:#?}"
+    );
+    // A later process has the view, and no broken table to restore.
+    let run = dir.dfmv(&[
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT * FROM from_pipe ORDER BY region",
+    ]);
+    assert_eq!(
+        (run.code, run.stdout.as_str(), run.stderr.as_str()),
+        (0, "region,total\nnorth,4.5\nsouth,2.0\n", ""),
+        "{run:#?}"
+    );
+    let run = dir.dfmv(&["-q", "-c", "SELECT * FROM piped"]);
+    assert!(
+        run.stdout
+            .contains("table 'datafusion.public.piped' not found"),
+        "{run:#?}"
+    );
+}
+
+#[test]
+fn stdin_that_carries_the_sql_cannot_carry_table_data() {
+    let dir = Dir::new();
+    let run = dir.dfmv_stdin(
+        &["-q"],
+        "CREATE EXTERNAL TABLE piped STORED AS CSV LOCATION '/dev/stdin';\n",
+    );
+    assert!(
+        run.stderr.contains(
+            "standard input carries this session's SQL, so it cannot also carry table data"
+        ),
+        "{run:#?}"
+    );
+}

@@ -70,6 +70,16 @@ impl MatviewSession {
         if existed && if_not_exists {
             return Ok(());
         }
+        // A table over what was piped into this process (dfmv's and
+        // datafusion-cli's `stdin://`) cannot come back in another one.
+        if let DFStatement::CreateExternalTable(create) = statement
+            && create.locations.iter().any(|l| {
+                l.get(..8)
+                    .is_some_and(|scheme| scheme.eq_ignore_ascii_case("stdin://"))
+            })
+        {
+            return Ok(());
+        }
         let (default_catalog, default_schema) = self.defaults();
         let text = text.map_or_else(|| statement.to_string(), str::to_owned);
         let (sql, withheld_options) = match kind {

@@ -225,7 +225,7 @@ async fn run_state(
             let text = absolute_locations(&text, &dialect, &bases);
             let result = async {
                 if let Statement::DataFusion(s) = &statement {
-                    context::prepare_stores(session.context(), s).await?;
+                    context::prepare_stores(session.context(), s, false).await?;
                 }
                 session.sql(&text).await?.collect().await?;
                 Ok::<_, crate::exec::BoxError>(())

@@ -5,11 +5,14 @@
 //! pool from the flags) and `src/exec.rs`
 //! (`register_object_store_and_config_extensions`: stores for the
 //! locations of CREATE EXTERNAL TABLE and COPY, built with the public
-//! `object_storage` builders). Not carried over (upstream keeps them
-//! crate-private): the retry that auto-detects an S3 bucket's region after
-//! a wrong-region error, and `stdin://` locations.
+//! `object_storage` builders; `StatementExecutor`: a CREATE EXTERNAL TABLE
+//! that fails with an S3 error is tried once more with the bucket's region
+//! detected) and `src/object_storage/stdin.rs` (`LOCATION '/dev/stdin'`
+//! reads what was piped in, through a `stdin://` store; upstream keeps that
+//! store crate-private, so it is written here again).
 
 use std::collections::HashMap;
+use std::io::{IsTerminal, Read};
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
@@ -39,11 +42,13 @@ use datafusion_cli::object_storage::instrumented::{
 use datafusion_cli::object_storage::{
     AwsOptions, GcpOptions, StdinCarriesCommands, get_cos_object_store_builder,
     get_gcs_object_store_builder, get_oss_object_store_builder, get_s3_object_store_builder,
+    is_stdin_location,
 };
 use datafusion_cli::pool_type::PoolType;
 use datafusion_matview::spec::RelationEntry;
 use datafusion_matview::{MatviewSession, RestoreFailure};
-use object_store::ObjectStore;
+use futures::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 /// The command-line settings that shape the session.
 pub struct Setup {
@@ -137,7 +142,7 @@ pub fn is_remote(location: &str) -> bool {
 /// credentials from the environment, as for a URL in a query).
 pub async fn register_store_for_location(ctx: &SessionContext, location: &str) -> Result<()> {
     if is_remote(location) && !location.starts_with("memory://") {
-        register_store(ctx, location, &HashMap::new()).await?;
+        register_store(ctx, location, &HashMap::new(), false).await?;
     }
     Ok(())
 }
@@ -195,10 +200,13 @@ pub fn check_catalog_location(
 /// Registers the object store that `location` needs, built from the
 /// `aws.*` / `gcp.*` options of the statement naming it (the rest from the
 /// environment), with `datafusion-cli`'s builders. Local paths need none.
+/// `resolve_region`: ask S3 for the bucket's region instead of trusting
+/// the configured one.
 pub async fn register_store(
     ctx: &SessionContext,
     location: &str,
     options: &HashMap<String, String>,
+    resolve_region: bool,
 ) -> Result<()> {
     if !is_remote(location) {
         return Ok(());
@@ -225,7 +233,7 @@ pub async fn register_store(
     };
     let store: Arc<dyn ObjectStore> = match scheme.as_str() {
         "s3" => Arc::new(
-            get_s3_object_store_builder(url, aws()?, false)
+            get_s3_object_store_builder(url, aws()?, resolve_region)
                 .await?
                 .build()?,
         ),
@@ -266,21 +274,148 @@ pub fn options_map(options: &[(String, Value)]) -> HashMap<String, String> {
 }
 
 /// Registers the stores a statement writes to or reads from, as
-/// `datafusion-cli` does before it runs `CREATE EXTERNAL TABLE` or `COPY`.
-pub async fn prepare_stores(ctx: &SessionContext, statement: &DFStatement) -> Result<()> {
+/// `datafusion-cli` does before it runs `CREATE EXTERNAL TABLE` or `COPY`
+/// (`resolve_region`: see [`register_store`]).
+pub async fn prepare_stores(
+    ctx: &SessionContext,
+    statement: &DFStatement,
+    resolve_region: bool,
+) -> Result<()> {
     match statement {
         DFStatement::CreateExternalTable(create) => {
             let options = options_map(&create.options);
             for location in &create.locations {
-                register_store(ctx, location, &options).await?;
+                register_store(ctx, location, &options, resolve_region).await?;
             }
         }
         DFStatement::CopyTo(copy) => {
-            register_store(ctx, &copy.target, &options_map(&copy.options)).await?;
+            register_store(
+                ctx,
+                &copy.target,
+                &options_map(&copy.options),
+                resolve_region,
+            )
+            .await?;
         }
         _ => {}
     }
     Ok(())
+}
+
+/// Whether `statement` failing with `error` is worth one more try with the
+/// S3 bucket's region detected, as datafusion-cli does: a CREATE EXTERNAL
+/// TABLE over an `s3://` location whose store answered with an error of
+/// its own (a request to the wrong region is one).
+pub fn retry_with_region(statement: &DFStatement, error: &datafusion_matview::Error) -> bool {
+    let DFStatement::CreateExternalTable(create) = statement else {
+        return false;
+    };
+    let s3 = |location: &String| {
+        location
+            .split_once("://")
+            .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("s3"))
+    };
+    if !create.locations.iter().any(s3) {
+        return false;
+    }
+    let store_error = match error {
+        datafusion_matview::Error::ObjectStore(e) => Some(e),
+        datafusion_matview::Error::DataFusion(datafusion::error::DataFusionError::ObjectStore(
+            e,
+        )) => Some(e.as_ref()),
+        _ => None,
+    };
+    matches!(
+        store_error,
+        Some(object_store::Error::Generic { store, .. }) if store.eq_ignore_ascii_case("s3")
+    )
+}
+
+/// The URL scheme of the store that holds what was piped into dfmv.
+const STDIN_SCHEME: &str = "stdin";
+
+/// For `CREATE EXTERNAL TABLE ... LOCATION '/dev/stdin'` (or `/dev/fd/0`,
+/// `/proc/self/fd/0`): the same statement over a `stdin://` store holding
+/// everything piped in, read once per process and registered here; the
+/// object is named after the declared format, so a second stdin table in
+/// another format is refused rather than read wrongly. `None` for every
+/// other statement. The library does not remember such a table: its data
+/// is gone when the process ends.
+pub async fn stdin_table(
+    ctx: &SessionContext,
+    statement: &DFStatement,
+) -> Result<Option<DFStatement>> {
+    let DFStatement::CreateExternalTable(create) = statement else {
+        return Ok(None);
+    };
+    if !create.locations.iter().any(|l| is_stdin_location(l)) {
+        return Ok(None);
+    }
+    let object = match create.file_type.to_ascii_lowercase().as_str() {
+        "csv" => "stdin.csv",
+        "json" => "stdin.json",
+        "parquet" => "stdin.parquet",
+        _ => "stdin",
+    };
+    let url = url::Url::parse(&format!("{STDIN_SCHEME}:///{object}"))
+        .map_err(|e| exec_datafusion_err!("{e}"))?;
+    let path = object_store::path::Path::from(object);
+    match ctx
+        .runtime_env()
+        .object_store(ListingTableUrl::parse(url.as_str())?.object_store())
+    {
+        Ok(store) => {
+            if store.head(&path).await.is_err() {
+                let read_as = store
+                    .list(None)
+                    .next()
+                    .await
+                    .and_then(|meta| meta.ok())
+                    .map(|meta| format!(" as {}", meta.location))
+                    .unwrap_or_default();
+                return exec_err!(
+                    "standard input was read{read_as} by an earlier statement and can be \
+                     read only once; tables over /dev/stdin in one session must all be \
+                     STORED AS the same format"
+                );
+            }
+        }
+        Err(_) => {
+            if ctx
+                .state()
+                .config()
+                .get_extension::<StdinCarriesCommands>()
+                .is_some()
+            {
+                return exec_err!(
+                    "standard input carries this session's SQL, so it cannot also carry \
+                     table data; give the SQL with -c or -f, e.g. \
+                     `cat data.csv | dfmv -f query.sql`"
+                );
+            }
+            if std::io::stdin().is_terminal() {
+                return exec_err!(
+                    "standard input is a terminal, not piped data; pipe the data in, \
+                     e.g. `cat data.csv | dfmv -f query.sql`"
+                );
+            }
+            let mut data = vec![];
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut data)
+                .map_err(|e| exec_datafusion_err!("cannot read standard input: {e}"))?;
+            let store = object_store::memory::InMemory::new();
+            store.put(&path, data.into()).await?;
+            ctx.register_object_store(&url, Arc::new(store));
+        }
+    }
+    let mut create = create.clone();
+    for location in &mut create.locations {
+        if is_stdin_location(location) {
+            *location = url.to_string();
+        }
+    }
+    Ok(Some(DFStatement::CreateExternalTable(create)))
 }
 
 /// The library restores remembered tables when the catalog opens, before
@@ -318,7 +453,7 @@ async fn restore(session: &MatviewSession, relation: &RelationEntry) -> Result<b
         Some(statement @ DFStatement::CreateExternalTable(create))
             if create.locations.iter().any(|l| is_remote(l)) =>
         {
-            prepare_stores(ctx, statement).await?;
+            prepare_stores(ctx, statement, false).await?;
         }
         _ => return Ok(false),
     }
@@ -330,3 +465,54 @@ async fn restore(session: &MatviewSession, relation: &RelationEntry) -> Result<b
 /// parser recursion limit: the library's, so names and statements mean in
 /// dfmv what they mean in the session.
 pub use datafusion_matview::sql::{defaults, parser_settings};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::error::DataFusionError;
+    use datafusion_matview::Error;
+
+    fn statement(sql: &str) -> DFStatement {
+        DFParser::parse_sql(sql).unwrap().pop_front().unwrap()
+    }
+
+    fn s3_error(store: &'static str) -> object_store::Error {
+        object_store::Error::Generic {
+            store,
+            source: "PermanentRedirect: the bucket is in eu-central-1".into(),
+        }
+    }
+
+    #[test]
+    fn an_s3_error_of_create_external_table_is_retried_with_the_region_detected() {
+        let create = statement("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 's3://b/t/'");
+        assert!(retry_with_region(
+            &create,
+            &Error::ObjectStore(s3_error("S3"))
+        ));
+        assert!(retry_with_region(
+            &create,
+            &Error::DataFusion(DataFusionError::ObjectStore(Box::new(s3_error("S3"))))
+        ));
+        // Another store's error, another kind of error, another statement,
+        // another location: no retry.
+        assert!(!retry_with_region(
+            &create,
+            &Error::ObjectStore(s3_error("GCS"))
+        ));
+        assert!(!retry_with_region(
+            &create,
+            &Error::DataFusion(DataFusionError::Plan("no such column".into()))
+        ));
+        let copy = statement("COPY (SELECT 1) TO 's3://b/x.parquet'");
+        assert!(!retry_with_region(
+            &copy,
+            &Error::ObjectStore(s3_error("S3"))
+        ));
+        let local = statement("CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '/data/t/'");
+        assert!(!retry_with_region(
+            &local,
+            &Error::ObjectStore(s3_error("S3"))
+        ));
+    }
+}

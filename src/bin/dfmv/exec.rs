@@ -193,7 +193,13 @@ async fn exec_statement(
             print_batches(app, print_options, schema, &batches, started)
         }
         Statement::DataFusion(statement) => {
-            context::prepare_stores(session.context(), &statement).await?;
+            if let Some(create) = context::stdin_table(session.context(), &statement).await? {
+                let df = session
+                    .execute(Statement::DataFusion(Box::new(create)))
+                    .await?;
+                return print_dataframe(app, print_options, df, started, false).await;
+            }
+            context::prepare_stores(session.context(), &statement, false).await?;
             // SHOW / SHOW ALL print every setting, whatever --maxrows says.
             let all_rows = matches!(
                 statement.as_ref(),
@@ -201,7 +207,17 @@ async fn exec_statement(
             );
             // Through sql() so that a remembered CREATE EXTERNAL TABLE /
             // CREATE VIEW keeps the text as written.
-            let df = session.sql(text).await?;
+            let df = match session.sql(text).await {
+                Err(e) if context::retry_with_region(&statement, &e) => {
+                    log::warn!(
+                        "S3 error ({e}); trying again with the bucket's region detected \
+                         (this may be slow; setting aws.region avoids it)"
+                    );
+                    context::prepare_stores(session.context(), &statement, true).await?;
+                    session.sql(text).await?
+                }
+                other => other?,
+            };
             let scanned = scanned_views(session, df.logical_plan());
             match print_dataframe(app, print_options, df, started, all_rows).await {
                 Err(e) if e.to_string().to_lowercase().contains("parquet") => {
