@@ -307,6 +307,120 @@ pub(crate) fn compare(
     now: &[SourceFingerprint],
     has_sources: bool,
 ) -> Freshness {
+    Diff::new(recorded, now, has_sources).freshness()
+}
+
+/// What differs between the fingerprints recorded with a snapshot and
+/// today's, worked out once: the view's [`Freshness`], and for a refresh
+/// what changed underneath (relations redefined anywhere on the paths,
+/// tables whose files changed, plain views expanded).
+#[derive(Debug)]
+pub(crate) struct Diff<'a> {
+    freshness: Freshness,
+    /// Every relation on the paths, with its definition digest or id.
+    definitions: Then<'a, Option<&'a str>>,
+    /// The tables under the sources (plain views expanded).
+    leaves: Then<'a, &'a Fingerprint>,
+}
+
+/// A map by name as recorded with the snapshot, and as it is now.
+#[derive(Debug)]
+struct Then<'a, T> {
+    then: BTreeMap<&'a QualifiedName, T>,
+    now: BTreeMap<&'a QualifiedName, T>,
+}
+
+impl<T> Then<'_, T> {
+    fn new() -> Self {
+        Self {
+            then: BTreeMap::new(),
+            now: BTreeMap::new(),
+        }
+    }
+}
+
+/// Why an incremental refresh cannot work from a [`Diff`]: a relation
+/// whose definition changed (or was not recorded) changes every row.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Redefinition<'a> {
+    Redefined(&'a QualifiedName),
+    NotRecorded(&'a QualifiedName),
+}
+
+impl<'a> Diff<'a> {
+    /// `has_sources`: whether the view reads any relation (one that reads
+    /// none is always fresh).
+    pub(crate) fn new(
+        recorded: &'a [SourceFingerprint],
+        now: &'a [SourceFingerprint],
+        has_sources: bool,
+    ) -> Self {
+        let mut definitions = Then::new();
+        definitions_under(recorded, &mut definitions.then);
+        definitions_under(now, &mut definitions.now);
+        let mut leaves = Then::new();
+        leaves_under(recorded, &mut leaves.then);
+        leaves_under(now, &mut leaves.now);
+        Self {
+            freshness: freshness(recorded, now, has_sources),
+            definitions,
+            leaves,
+        }
+    }
+
+    /// Fresh, stale (with the sources that changed) or unknown.
+    pub(crate) fn freshness(&self) -> Freshness {
+        self.freshness.clone()
+    }
+
+    /// The first relation on the paths (in name order) whose definition
+    /// differs from the recorded one, or was not recorded.
+    pub(crate) fn redefinition(&self) -> Option<Redefinition<'a>> {
+        for (name, definition) in &self.definitions.now {
+            match self.definitions.then.get(name) {
+                Some(Some("")) => return Some(Redefinition::NotRecorded(name)),
+                Some(recorded) if recorded != definition => {
+                    return Some(Redefinition::Redefined(name));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// The tables (plain views expanded) whose fingerprint changed, came
+    /// or went.
+    pub(crate) fn changed_tables(&self) -> Vec<&'a QualifiedName> {
+        let Then { then, now } = &self.leaves;
+        now.iter()
+            .filter(|(name, f)| then.get(*name) != Some(*f))
+            .map(|(name, _)| *name)
+            .chain(then.keys().filter(|n| !now.contains_key(*n)).copied())
+            .collect()
+    }
+
+    /// Table `name`'s fingerprint as recorded and as it is now.
+    pub(crate) fn table(
+        &self,
+        name: &QualifiedName,
+    ) -> (Option<&'a Fingerprint>, Option<&'a Fingerprint>) {
+        (
+            self.leaves.then.get(name).copied(),
+            self.leaves.now.get(name).copied(),
+        )
+    }
+
+    /// How many tables the view reads now.
+    pub(crate) fn table_count(&self) -> usize {
+        self.leaves.now.len()
+    }
+}
+
+fn freshness(
+    recorded: &[SourceFingerprint],
+    now: &[SourceFingerprint],
+    has_sources: bool,
+) -> Freshness {
     let recorded: BTreeMap<&QualifiedName, &Fingerprint> =
         recorded.iter().map(|s| (&s.name, &s.fingerprint)).collect();
     let unknown: Vec<QualifiedName> = now
@@ -328,6 +442,35 @@ pub(crate) fn compare(
         Freshness::Fresh
     } else {
         Freshness::Stale(changed)
+    }
+}
+
+/// The tables under `sources`, plain views expanded.
+pub(crate) fn leaves_under<'a>(
+    sources: &'a [SourceFingerprint],
+    out: &mut BTreeMap<&'a QualifiedName, &'a Fingerprint>,
+) {
+    for source in sources {
+        match &source.fingerprint {
+            Fingerprint::View { sources, .. } => leaves_under(sources, out),
+            fingerprint => {
+                out.insert(&source.name, fingerprint);
+            }
+        }
+    }
+}
+
+/// Every relation on the paths under `sources` (plain views, what they
+/// read, and so on), with its definition digest or id.
+fn definitions_under<'a>(
+    sources: &'a [SourceFingerprint],
+    out: &mut BTreeMap<&'a QualifiedName, Option<&'a str>>,
+) {
+    for source in sources {
+        out.insert(&source.name, source.fingerprint.definition());
+        if let Fingerprint::View { sources, .. } = &source.fingerprint {
+            definitions_under(sources, out);
+        }
     }
 }
 

@@ -53,6 +53,7 @@ use datafusion::logical_expr::{
 
 use crate::catalog::Catalog;
 use crate::error::Result;
+use crate::freshness::{Diff, Redefinition, leaves_under};
 use crate::spec::{
     DataFile, FileFingerprint, Fingerprint, QualifiedName, Snapshot, SourceFingerprint,
 };
@@ -111,35 +112,6 @@ pub(crate) struct Change<'a> {
     pub only_source: bool,
 }
 
-/// The tables under `sources`, plain views expanded.
-fn leaves<'a>(
-    sources: &'a [SourceFingerprint],
-    out: &mut BTreeMap<&'a QualifiedName, &'a Fingerprint>,
-) {
-    for source in sources {
-        match &source.fingerprint {
-            Fingerprint::View { sources, .. } => leaves(sources, out),
-            fingerprint => {
-                out.insert(&source.name, fingerprint);
-            }
-        }
-    }
-}
-
-/// Every relation on the paths under `sources` (plain views, what they
-/// read, and so on), with its definition digest or id.
-fn definitions<'a>(
-    sources: &'a [SourceFingerprint],
-    out: &mut BTreeMap<&'a QualifiedName, Option<&'a str>>,
-) {
-    for source in sources {
-        out.insert(&source.name, source.fingerprint.definition());
-        if let Fingerprint::View { sources, .. } = &source.fingerprint {
-            definitions(sources, out);
-        }
-    }
-}
-
 /// Files that hold something: a file of zero bytes has no rows in any
 /// format (a refresh neither reads it nor counts it as data it has seen).
 fn non_empty(files: &[FileFingerprint]) -> impl Iterator<Item = &FileFingerprint> {
@@ -178,7 +150,7 @@ pub(crate) fn fingerprinted_files(
     sources: &[SourceFingerprint],
 ) -> Vec<(&QualifiedName, Vec<String>)> {
     let mut tables = BTreeMap::new();
-    leaves(sources, &mut tables);
+    leaves_under(sources, &mut tables);
     tables
         .into_iter()
         .filter_map(|(name, fingerprint)| match fingerprint {
@@ -212,50 +184,35 @@ pub(crate) fn only_table(
     sources: &[SourceFingerprint],
 ) -> Option<(&QualifiedName, &[FileFingerprint])> {
     let mut tables = BTreeMap::new();
-    leaves(sources, &mut tables);
+    leaves_under(sources, &mut tables);
     match tables.into_iter().collect::<Vec<_>>().as_slice() {
         [(name, Fingerprint::Files { files, .. })] => Some((*name, files.as_slice())),
         _ => None,
     }
 }
 
-/// Which one table changed between the fingerprints recorded with the
-/// last snapshot and those of now, or why there is not exactly one
-/// changed file-backed table.
+/// Which one table changed since the last snapshot (see [`Diff`]), or why
+/// there is not exactly one changed file-backed table under unchanged
+/// definitions.
 pub(crate) fn changed_table<'a>(
-    recorded: &'a [SourceFingerprint],
-    now: &'a [SourceFingerprint],
+    diff: &Diff<'a>,
     display: impl Fn(&QualifiedName) -> String,
 ) -> std::result::Result<Change<'a>, String> {
     // Computing only what changed is sound only over the same definitions:
     // a redefined relation anywhere on the path changes every row.
-    let (mut then, mut current) = (BTreeMap::new(), BTreeMap::new());
-    definitions(recorded, &mut then);
-    definitions(now, &mut current);
-    for (name, definition) in &current {
-        match then.get(name) {
-            Some(Some("")) => {
-                return Err(format!(
-                    "the definition of {} was not recorded at the last refresh",
-                    display(name)
-                ));
-            }
-            Some(recorded) if recorded != definition => {
-                return Err(format!("{} was redefined", display(name)));
-            }
-            _ => {}
+    match diff.redefinition() {
+        Some(Redefinition::NotRecorded(name)) => {
+            return Err(format!(
+                "the definition of {} was not recorded at the last refresh",
+                display(name)
+            ));
         }
+        Some(Redefinition::Redefined(name)) => {
+            return Err(format!("{} was redefined", display(name)));
+        }
+        None => {}
     }
-    let (mut then, mut current) = (BTreeMap::new(), BTreeMap::new());
-    leaves(recorded, &mut then);
-    leaves(now, &mut current);
-    let changed: Vec<&QualifiedName> = current
-        .iter()
-        .filter(|(name, f)| then.get(*name) != Some(*f))
-        .map(|(name, _)| *name)
-        .chain(then.keys().filter(|n| !current.contains_key(*n)).copied())
-        .collect();
-    let name = match changed.as_slice() {
+    let name = match diff.changed_tables().as_slice() {
         [name] => *name,
         [] => return Err("its sources were replaced".into()),
         many => {
@@ -263,7 +220,8 @@ pub(crate) fn changed_table<'a>(
             return Err(format!("{} changed", names.join(" and ")));
         }
     };
-    match (then.get(name), current.get(name)) {
+    let only_source = diff.table_count() == 1;
+    match diff.table(name) {
         (
             Some(Fingerprint::Files { files: before, .. }),
             Some(Fingerprint::Files { files: after, .. }),
@@ -271,7 +229,7 @@ pub(crate) fn changed_table<'a>(
             name: name.clone(),
             before,
             after,
-            only_source: current.len() == 1,
+            only_source,
         }),
         (
             Some(Fingerprint::Snapshot {
@@ -288,7 +246,7 @@ pub(crate) fn changed_table<'a>(
             name: name.clone(),
             before,
             after,
-            only_source: current.len() == 1,
+            only_source,
         }),
         (_, Some(Fingerprint::Snapshot { .. })) => Err(format!(
             "{} is a materialized view that was emptied or populated",

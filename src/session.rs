@@ -31,7 +31,7 @@ use crate::catalog::{
     Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport, Requirement, Sweep,
 };
 use crate::error::{Error, Result};
-use crate::freshness::{Fingerprinter, Freshness, compare};
+use crate::freshness::{Diff, Fingerprinter, Freshness};
 use crate::functions::MaterializedViewsFunction;
 use crate::incremental::{self, Pin, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;

@@ -12,6 +12,16 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::{ResolvedTableReference, TableReference};
 use serde::{Deserialize, Serialize};
 
+mod fingerprint;
+mod layout;
+mod name;
+
+pub use fingerprint::{FileFingerprint, Fingerprint, SourceFingerprint};
+pub use layout::{
+    MAX_PATH_PART, encode_path_part, is_snapshot_file_name, is_snapshot_id, view_dir,
+};
+pub use name::{QualifiedName, quote_ident};
+
 /// A new id for a view definition, a snapshot or a commit: 32 lowercase
 /// hex digits (a random UUID), the shape [`is_snapshot_id`] expects.
 pub fn new_id() -> String {
@@ -46,79 +56,6 @@ pub struct SnapshotMarker {
     pub view: ViewEntry,
     /// The snapshot this directory holds.
     pub snapshot: Snapshot,
-}
-
-/// A fully qualified relation name: `catalog.schema.name`, case preserved.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct QualifiedName {
-    /// Catalog part.
-    pub catalog: String,
-    /// Schema part.
-    pub schema: String,
-    /// Relation part.
-    pub name: String,
-}
-
-impl QualifiedName {
-    /// Builds a name from its three parts.
-    pub fn new(
-        catalog: impl Into<String>,
-        schema: impl Into<String>,
-        name: impl Into<String>,
-    ) -> Self {
-        Self {
-            catalog: catalog.into(),
-            schema: schema.into(),
-            name: name.into(),
-        }
-    }
-
-    /// The DataFusion reference for this name.
-    pub fn to_table_reference(&self) -> TableReference {
-        TableReference::full(
-            self.catalog.as_str(),
-            self.schema.as_str(),
-            self.name.as_str(),
-        )
-    }
-
-    /// The shortest name that means this relation under the given defaults,
-    /// as PostgreSQL prints relation names in messages.
-    pub fn short(&self, default_catalog: &str, default_schema: &str) -> String {
-        if self.catalog == default_catalog && self.schema == default_schema {
-            self.name.clone()
-        } else if self.catalog == default_catalog {
-            format!("{}.{}", self.schema, self.name)
-        } else {
-            self.to_string()
-        }
-    }
-
-    /// [`Self::short`] with each part quoted when it needs it, as
-    /// PostgreSQL names objects in notices and the DETAIL of errors.
-    pub fn short_quoted(&self, default_catalog: &str, default_schema: &str) -> String {
-        let mut parts = vec![];
-        if self.catalog != default_catalog {
-            parts.push(crate::sql::quote_ident(&self.catalog));
-        }
-        if self.catalog != default_catalog || self.schema != default_schema {
-            parts.push(crate::sql::quote_ident(&self.schema));
-        }
-        parts.push(crate::sql::quote_ident(&self.name));
-        parts.join(".")
-    }
-}
-
-impl From<ResolvedTableReference> for QualifiedName {
-    fn from(r: ResolvedTableReference) -> Self {
-        Self::new(r.catalog.as_ref(), r.schema.as_ref(), r.table.as_ref())
-    }
-}
-
-impl fmt::Display for QualifiedName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.catalog, self.schema, self.name)
-    }
 }
 
 /// The complete state of a catalog at one version.
@@ -419,92 +356,6 @@ pub struct Snapshot {
     pub state_columns: Vec<String>,
 }
 
-/// A source of a view and its fingerprint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceFingerprint {
-    /// The source.
-    pub name: QualifiedName,
-    /// What it looked like.
-    pub fingerprint: Fingerprint,
-}
-
-/// What a source looks like, cheaply: enough to tell whether it changed
-/// without reading its data.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Fingerprint {
-    /// A file-backed table: its files as a listing shows them.
-    Files {
-        /// Sorted by path.
-        files: Vec<FileFingerprint>,
-        /// Digest of the table's definition (format and its options,
-        /// locations, schema, partition columns, sort order): re-creating
-        /// the table over the same files with other options is a change.
-        /// Empty in fingerprints recorded before it was kept, which
-        /// therefore never match a current one.
-        #[serde(default)]
-        definition: String,
-    },
-    /// A materialized view: its committed snapshot.
-    Snapshot {
-        /// Snapshot id; `None` when unpopulated.
-        id: Option<String>,
-        /// The snapshot's data files (path relative to the catalog root,
-        /// size), so a view over it can tell which files an incremental
-        /// refresh of it added or evicted.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        files: Vec<FileFingerprint>,
-        /// The materialized view's definition id ([`ViewEntry::id`]),
-        /// new on every CREATE (OR REPLACE).
-        #[serde(default)]
-        definition: String,
-    },
-    /// A plain view: its definition and what it reads.
-    View {
-        /// Its sources.
-        sources: Vec<SourceFingerprint>,
-        /// Digest of the view's plan: redefining it over the same sources
-        /// is a change. Empty in fingerprints recorded before it was kept.
-        #[serde(default)]
-        definition: String,
-    },
-    /// A source whose changes cannot be seen without reading it (an
-    /// in-memory table, a custom provider).
-    Unknown,
-}
-
-impl Fingerprint {
-    /// Whether this, or anything it is made of, is [`Fingerprint::Unknown`].
-    pub fn is_unknown(&self) -> bool {
-        match self {
-            Fingerprint::Unknown => true,
-            Fingerprint::View { sources, .. } => sources.iter().any(|s| s.fingerprint.is_unknown()),
-            Fingerprint::Files { .. } | Fingerprint::Snapshot { .. } => false,
-        }
-    }
-
-    /// The definition digest or id this fingerprint carries, if any.
-    pub fn definition(&self) -> Option<&str> {
-        match self {
-            Fingerprint::Files { definition, .. }
-            | Fingerprint::Snapshot { definition, .. }
-            | Fingerprint::View { definition, .. } => Some(definition),
-            Fingerprint::Unknown => None,
-        }
-    }
-}
-
-/// One file of a file-backed source.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct FileFingerprint {
-    /// Object-store path.
-    pub path: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// E-tag where the store gives one, else the last-modified time.
-    pub version: String,
-}
-
 /// One Parquet data file of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DataFile {
@@ -543,76 +394,6 @@ pub struct ColumnStats {
     /// Whether min and max are exact (string statistics may be truncated).
     #[serde(default)]
     pub exact: bool,
-}
-
-/// Turns one name part into a directory name that is safe on every object
-/// store and file system: ASCII letters, digits and `_` stay, everything else
-/// (including `.`, `/`, `%` and control characters) becomes `-xx` hex bytes,
-/// and so does a leading `_`, which keeps names starting with `_` (such as
-/// the catalog's own `_matview` folder) for the catalog.
-/// The mapping is injective, so two names never share a directory. An
-/// encoding longer than [`MAX_PATH_PART`] bytes (file systems limit a name
-/// to 255) is cut and completed with `.` (which the encoding never
-/// produces otherwise) and a 64-bit hash of the name. Only characters that
-/// neither object-store paths nor URLs escape are used.
-pub fn encode_path_part(part: &str) -> String {
-    let mut out = String::with_capacity(part.len());
-    for (i, b) in part.bytes().enumerate() {
-        if b.is_ascii_alphanumeric() || (b == b'_' && i > 0) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("-{b:02x}"));
-        }
-    }
-    if out.is_empty() {
-        out.push('-');
-    }
-    if out.len() > MAX_PATH_PART {
-        // FNV-1a: stable across versions and platforms.
-        let hash = part.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
-        out.truncate(MAX_PATH_PART - 17);
-        out.push_str(&format!(".{hash:016x}"));
-    }
-    out
-}
-
-/// Whether `id` has the form of the snapshot ids this crate makes (a
-/// UUID as 32 lowercase hex digits).
-pub fn is_snapshot_id(id: &str) -> bool {
-    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
-/// Whether `name` is a file name this crate writes into a snapshot
-/// directory: a Parquet data file or the [`SNAPSHOT_MARKER`].
-pub fn is_snapshot_file_name(name: &str) -> bool {
-    name == SNAPSHOT_MARKER
-        || name
-            .strip_suffix(".parquet")
-            .is_some_and(|stem| !stem.is_empty() && !stem.contains('/'))
-}
-
-/// Longest directory name [`encode_path_part`] produces.
-pub const MAX_PATH_PART: usize = 100;
-
-/// Storage directory of a view relative to the catalog root: `<schema>/<view>`.
-/// The catalog part is included only when it is not `datafusion`.
-pub fn view_dir(name: &QualifiedName) -> String {
-    if name.catalog == "datafusion" {
-        format!(
-            "{}/{}",
-            encode_path_part(&name.schema),
-            encode_path_part(&name.name)
-        )
-    } else {
-        format!(
-            "{}/{}/{}",
-            encode_path_part(&name.catalog),
-            encode_path_part(&name.schema),
-            encode_path_part(&name.name)
-        )
-    }
 }
 
 #[cfg(test)]

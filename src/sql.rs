@@ -19,6 +19,7 @@ use datafusion::sql::sqlparser::tokenizer::{Location, Token, TokenWithSpan, Toke
 
 use crate::error::{Error, Result};
 use crate::spec::QualifiedName;
+pub use crate::spec::quote_ident;
 
 /// `CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [(col, ...)] AS query [WITH [NO] DATA]`
 #[derive(Debug, Clone, PartialEq)]
@@ -80,24 +81,6 @@ pub enum Statement {
     Vacuum,
     /// Every other statement, for DataFusion.
     DataFusion(Box<DFStatement>),
-}
-
-/// An identifier as SQL text, as PostgreSQL prints it in messages: bare
-/// when it is a plain lower-case name, otherwise double-quoted (so its case
-/// and characters are kept when it is parsed again).
-pub fn quote_ident(ident: &str) -> String {
-    let plain = ident
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-        && ident
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if plain {
-        ident.to_owned()
-    } else {
-        format!("\"{}\"", ident.replace('"', "\"\""))
-    }
 }
 
 /// Parses one or more `;`-separated statements with the named sqlparser

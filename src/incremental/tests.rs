@@ -176,14 +176,14 @@ fn the_one_changed_table_is_found_through_plain_views() {
     assert!(only_table(&now).is_none());
     let (name, t_files) = only_table(&now[1..]).unwrap();
     assert_eq!((name.name.as_str(), t_files.len()), ("t", 3));
-    let change = changed_table(&then, &now, show).unwrap();
+    let change = changed_table(&Diff::new(&then, &now, true), show).unwrap();
     assert_eq!(change.name.name, "t");
     assert_eq!((change.before.len(), change.after.len()), (2, 3));
     assert!(!change.only_source);
 
     let both = [source("dim", files(2)), now[1].clone()];
     assert_eq!(
-        changed_table(&then, &both, show).unwrap_err(),
+        changed_table(&Diff::new(&then, &both, true), show).unwrap_err(),
         "dim and t changed"
     );
     // A materialized view: its data files are what changed.
@@ -203,7 +203,7 @@ fn the_one_changed_table_is_found_through_plain_views() {
             files: vec![file("m/a/1", 1)],
         },
     )];
-    let change = changed_table(&before, &refreshed, show).unwrap();
+    let change = changed_table(&Diff::new(&before, &refreshed, true), show).unwrap();
     assert_eq!((change.before.len(), change.after.len()), (1, 2));
     assert!(change.only_source);
     let emptied = [source(
@@ -215,7 +215,7 @@ fn the_one_changed_table_is_found_through_plain_views() {
         },
     )];
     assert_eq!(
-        changed_table(&before, &emptied, show).unwrap_err(),
+        changed_table(&Diff::new(&before, &emptied, true), show).unwrap_err(),
         "m is a materialized view that was emptied or populated"
     );
 }
@@ -238,20 +238,38 @@ fn no_incremental_refresh_across_a_redefinition() {
     };
     let then = view(table(2, "csv"), "select a");
     // Appended under the same definitions: incremental is possible.
-    assert!(changed_table(&then, &view(table(3, "csv"), "select a"), show).is_ok());
+    assert!(
+        changed_table(
+            &Diff::new(&then, &view(table(3, "csv"), "select a"), true),
+            show
+        )
+        .is_ok()
+    );
     // The plain view was redefined, even with the same table files.
     assert_eq!(
-        changed_table(&then, &view(table(3, "csv"), "select b"), show).unwrap_err(),
+        changed_table(
+            &Diff::new(&then, &view(table(3, "csv"), "select b"), true),
+            show
+        )
+        .unwrap_err(),
         "v was redefined"
     );
     // The table was re-created with other options over the same files.
     assert_eq!(
-        changed_table(&then, &view(table(3, "csv;"), "select a"), show).unwrap_err(),
+        changed_table(
+            &Diff::new(&then, &view(table(3, "csv;"), "select a"), true),
+            show
+        )
+        .unwrap_err(),
         "t was redefined"
     );
     // Recorded before definitions were: never assumed unchanged.
     assert_eq!(
-        changed_table(&view(table(2, ""), "select a"), &then, show).unwrap_err(),
+        changed_table(
+            &Diff::new(&view(table(2, ""), "select a"), &then, true),
+            show
+        )
+        .unwrap_err(),
         "the definition of t was not recorded at the last refresh"
     );
 }

@@ -200,7 +200,8 @@ impl MatviewSession {
             (Some(_), Some(why)) => why,
             (Some(snapshot), None) => {
                 let has_sources = !entry.definition.sources.is_empty();
-                match compare(&snapshot.sources, &fingerprints, has_sources) {
+                let diff = Diff::new(&snapshot.sources, &fingerprints, has_sources);
+                match diff.freshness() {
                     Freshness::Fresh => {
                         mode = RefreshMode::NoOp;
                         "sources unchanged".into()
@@ -208,7 +209,7 @@ impl MatviewSession {
                     Freshness::Stale(changed) => {
                         let shape = shape.insert(Shape::of(&plan));
                         match self
-                            .choose_incremental(&plan, shape, snapshot, &fingerprints)
+                            .choose_incremental(&plan, shape, snapshot, &diff)
                             .await?
                         {
                             Strategy::Incremental { write, detail } => {
@@ -261,11 +262,9 @@ impl MatviewSession {
         plan: &LogicalPlan,
         shape: &Shape,
         snapshot: &Snapshot,
-        fingerprints: &[SourceFingerprint],
+        diff: &Diff<'_>,
     ) -> Result<Strategy> {
-        let change = match incremental::changed_table(&snapshot.sources, fingerprints, |n| {
-            self.display(n)
-        }) {
+        let change = match incremental::changed_table(diff, |n| self.display(n)) {
             Ok(change) => change,
             Err(why) => return Ok(Strategy::Full(why)),
         };
