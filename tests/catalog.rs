@@ -1312,6 +1312,7 @@ async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
         ),
         ("DROP MATERIALIZED VIEW v", "DROP MATERIALIZED VIEW"),
         ("CREATE VIEW q AS SELECT 1 AS x", "CREATE VIEW"),
+        ("CREATE OR REPLACE VIEW p2 AS SELECT 4 AS z", "CREATE VIEW"),
         ("DROP VIEW p2", "DROP VIEW"),
     ] {
         let err = s.sql(statement).await.unwrap_err().to_string();
@@ -1325,10 +1326,25 @@ async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
             "{statement}: {err}"
         );
     }
-    // A relation that could not be remembered was not created; one whose
-    // drop could not be recorded was not dropped, nor was the view.
+    // A relation that could not be remembered was not created (nor
+    // replaced); one whose drop could not be recorded was not dropped, nor
+    // was the view.
     assert!(s.sql("SELECT * FROM q").await.is_err());
-    s.sql("SELECT z FROM p2").await.unwrap();
+    let z = s
+        .sql("SELECT z FROM p2")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        z[0].column(0)
+            .as_any()
+            .downcast_ref::<datafusion::arrow::array::Int64Array>()
+            .unwrap()
+            .value(0),
+        3
+    );
     s.sql("SELECT x FROM v").await.unwrap();
     // A refusal outside the catalog is not the catalog's.
     let other = tempfile::tempdir().unwrap();

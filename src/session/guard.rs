@@ -186,11 +186,18 @@ impl MatviewSession {
             },
             _ => None,
         };
-        let existed = match created {
+        // What the name held before, to put back if the statement cannot
+        // be remembered.
+        let previous = match created {
             Some(name) if self.options.remember_relations => {
-                self.registered(&self.resolve(name)?).await?.is_some()
+                self.registered(&self.resolve(name)?).await?
             }
-            _ => false,
+            _ => None,
+        };
+        let existed = previous.is_some();
+        let previous_defaults = match created {
+            Some(name) => self.created_under().get(&self.resolve(name)?).cloned(),
+            None => None,
         };
         let plan = self
             .ctx
@@ -212,12 +219,20 @@ impl MatviewSession {
         if self.options.remember_relations
             && let Err(e) = self.remember(&statement, text, existed).await
         {
-            // Not remembered, so not created: a later process would not
-            // have it. (A replaced relation stays replaced in this one.)
-            if let Some(name) = created
-                && !existed
-            {
-                self.deregister(&self.resolve(name)?)?;
+            // Not remembered, so not created (or replaced): a later process
+            // would not have it, so neither does this one.
+            if let Some(name) = created {
+                let name = self.resolve(name)?;
+                self.deregister(&name)?;
+                match previous_defaults {
+                    Some(defaults) => self.created_under().insert(name.clone(), defaults),
+                    None => self.created_under().remove(&name),
+                };
+                if let Some(previous) = previous
+                    && let Some(schema) = self.schema_provider(&name)
+                {
+                    schema.register_table(name.name.clone(), previous)?;
+                }
             }
             let command = match &statement {
                 DFStatement::CreateExternalTable(_) => "CREATE EXTERNAL TABLE",
