@@ -583,9 +583,10 @@ pub(crate) fn choose(
             what.push(format!("{n} file(s) {verb}"));
         }
     }
-    if what.is_empty() {
-        // The same rows as last time: the data stays as it is.
-        return Ok(Strategy::Incremental {
+    // Only empty files came or went: the same rows as last time, so a
+    // shape that can be refreshed incrementally keeps its data as it is.
+    let unchanged = || {
+        Ok(Strategy::Incremental {
             write: Write {
                 keep: snapshot.files.clone(),
                 state_columns: snapshot.state_columns.clone(),
@@ -593,8 +594,9 @@ pub(crate) fn choose(
                 ..Default::default()
             },
             detail: format!("{source}: only empty files changed; nothing to recompute"),
-        });
-    }
+        })
+    };
+    let nothing = what.is_empty();
     let what = format!("{source}: {}", what.join(", "));
     let size_of = |paths: &mut dyn Iterator<Item = &str>| -> u64 {
         paths.filter_map(|p| after.get(p)).map(|f| f.size).sum()
@@ -607,6 +609,9 @@ pub(crate) fn choose(
         Shape::Aggregate(aggregation) => {
             if let Err(why) = linear(&aggregation.input, provider, source) {
                 return Ok(Strategy::Full(why));
+            }
+            if nothing {
+                return unchanged();
             }
             if !changed.is_empty() {
                 return Ok(Strategy::Full(format!(
@@ -650,6 +655,9 @@ pub(crate) fn choose(
         Shape::Rows => {
             if let Err(why) = linear(plan, provider, source) {
                 return Ok(Strategy::Full(why));
+            }
+            if nothing {
+                return unchanged();
             }
             if !changed.is_empty() {
                 if !change.only_source {

@@ -322,7 +322,14 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
             }
             4 => {
                 let name = format!("f{next_file:04}.csv");
-                std::fs::write(src.join(&name), "id,grp,val,tags\n").unwrap();
+                // A header alone, or zero bytes (a file created before it
+                // is written; a later rewrite is then an append).
+                let header = if rng.below(2) == 0 {
+                    ""
+                } else {
+                    "id,grp,val,tags\n"
+                };
+                std::fs::write(src.join(&name), header).unwrap();
                 next_file += 1;
                 files.push(name.clone());
                 format!("empty {name}")
