@@ -307,7 +307,7 @@ pub(crate) fn compare(
     now: &[SourceFingerprint],
     has_sources: bool,
 ) -> Freshness {
-    Diff::new(recorded, now, has_sources).freshness()
+    freshness(recorded, now, has_sources)
 }
 
 /// What differs between the fingerprints recorded with a snapshot and

@@ -59,11 +59,7 @@ async fn refresh(s: &MatviewSession, view: &str) -> (String, String) {
 }
 
 fn write_numbers(path: &Path, range: std::ops::RangeInclusive<i64>) {
-    let mut text = String::from("n\n");
-    for n in range {
-        text.push_str(&format!("{n}\n"));
-    }
-    std::fs::write(path, text).unwrap();
+    std::fs::write(path, numbers_csv(range)).unwrap();
 }
 
 #[tokio::test]
@@ -423,9 +419,8 @@ async fn view_and_query(s: &MatviewSession, view: &str, query: &str) -> (String,
         lines.sort();
         lines.join("\n")
     };
-    let columns = "SELECT * FROM";
     (
-        text(rows(s, &format!("{columns} {view}")).await),
+        text(rows(s, &format!("SELECT * FROM {view}")).await),
         text(rows(s, query).await),
     )
 }
@@ -461,18 +456,16 @@ async fn a_file_landing_during_a_refresh_is_read_once() {
             .await
             .unwrap();
     }
-    rows(
-        &s,
-        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION 'mem://src/t/' \
-         OPTIONS ('format.has_header' 'true')",
-    )
-    .await;
-    rows(
-        &s,
-        "CREATE EXTERNAL TABLE d (n BIGINT) STORED AS CSV LOCATION 'mem://src/d/' \
-         OPTIONS ('format.has_header' 'true')",
-    )
-    .await;
+    for table in ["t", "d"] {
+        rows(
+            &s,
+            &format!(
+                "CREATE EXTERNAL TABLE {table} (n BIGINT) STORED AS CSV \
+                 LOCATION 'mem://src/{table}/' OPTIONS ('format.has_header' 'true')"
+            ),
+        )
+        .await;
+    }
     let views = [
         ("g", "SELECT count(*) AS c, sum(n) AS total FROM t"),
         (
