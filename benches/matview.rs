@@ -204,7 +204,7 @@ fn bench_scans(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
         .await
         .unwrap();
         // The same files, registered the plain way.
-        let entry = s.catalog().current().views[0].clone();
+        let entry = s.catalog().views().await.unwrap()[0].view.clone();
         let snapshot = entry.snapshot.as_ref().unwrap();
         let dir = catalog.join(entry.snapshot_dir(snapshot));
         let plain = SessionContext::new();
@@ -273,7 +273,7 @@ fn bench_open(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usize) 
             let s = MatviewSession::open(SessionContext::new(), &catalog.display().to_string())
                 .await
                 .unwrap();
-            assert_eq!(s.catalog().current().views.len(), views);
+            assert_eq!(s.catalog().index().views.len(), views);
         })
     });
     group.bench_function("datafusion_create_external_tables", |b| {

@@ -1,9 +1,16 @@
-//! The catalog: a log of immutable manifest versions in an object store.
+//! The catalog: a small index log naming the views, one log per view,
+//! and the views' data, in an object store.
 //!
 //! ```text
-//! <root>/_matview/log/00000000000000000042.json   manifest versions
-//! <root>/<schema>/<view>/<snapshot-id>/*.parquet   data, never overwritten
+//! <root>/_matview/log/00000000000000000042.json         index versions (changes only)
+//! <root>/_matview/checkpoint/00000000000000000040.json  the index at a version
+//! <root>/_matview/views/<slot>/00000000000000000007.json  one view's states
+//! <root>/<schema>/<view>/<snapshot-id>/*.parquet         data, never overwritten
 //! ```
+//!
+//! (A format 1 catalog has only `_matview/log/`, each version the whole
+//! catalog; it is read as it is and moved to format 2 by its next commit,
+//! see [`Catalog::migrate`].)
 //!
 //! # What storage must guarantee
 //!
@@ -16,14 +23,18 @@
 //! write data files under a fresh snapshot id   (invisible: nothing references them)
 //!        │
 //!        ▼
-//! load latest version N ──► apply change to a copy ──► put N+1 with PutMode::Create
-//!        ▲                   (checks preconditions)           │
-//!        └──────────── AlreadyExists: another writer won ◄────┘
+//! load the latest version N of the log ──► apply change to a copy ──► put N+1 with PutMode::Create
+//!        ▲                                 (checks preconditions)           │
+//!        └─────────────────── AlreadyExists: another writer won ◄───────────┘
 //! ```
 //!
-//! A reader holding version N keeps reading its files while N+1 is written.
-//! Files no live version references are deleted only after the retention
-//! window (see [`Catalog::cleanup`]).
+//! A refresh commits to its view's log; CREATE writes the new definition's
+//! log first (invisible) and then commits to the index; DROP and the
+//! remembered relations commit to the index. Each commit is one
+//! conditional put whose size does not depend on how many views exist.
+//! A reader holding a version keeps reading its files while the next is
+//! written. Files no live version references are deleted only after the
+//! retention window (see [`Catalog::cleanup`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
@@ -32,28 +43,38 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use datafusion::datasource::physical_plan::parquet::metadata::DFParquetMetadata;
 use datafusion::execution::object_store::ObjectStoreUrl;
-use futures::TryStreamExt;
+use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::error::{Error, Result};
 use crate::spec::{
-    MANIFEST_FORMAT, META_SNAPSHOT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER,
-    SnapshotMarker, ViewEntry, is_snapshot_file_name, is_snapshot_id,
+    Index, IndexCheckpoint, IndexEntry, IndexVersion, MANIFEST_FORMAT, META_SNAPSHOT, Manifest,
+    QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SlotId, SnapshotMarker, ViewEntry,
+    ViewVersion, is_snapshot_file_name, is_snapshot_id,
 };
 
 mod cleanup;
 mod commit;
+mod index;
+mod journal;
 mod recover;
 mod versions;
+mod views;
 
 pub use commit::Requirement;
 pub(crate) use commit::create_only;
+pub use index::index_entry;
 pub use versions::parse_manifest;
 
 /// How many versions the latest-version pointer may lag before a reader
 /// that notices rewrites it.
 const POINTER_LAG: u64 = 4;
+
+/// An index checkpoint is written every this many index versions, so a
+/// reader that opens the catalog reads at most this many versions after it.
+pub const CHECKPOINT_INTERVAL: u64 = 64;
 
 /// How many times a commit reloads and retries after losing a race.
 pub const MAX_COMMIT_ATTEMPTS: usize = 20;
@@ -71,18 +92,30 @@ pub struct Catalog {
     store: Arc<dyn ObjectStore>,
     root: Path,
     retention: Duration,
-    current: RwLock<Arc<Manifest>>,
-    /// When `current` was last known to be the latest version.
-    confirmed: Mutex<Option<Instant>>,
-    /// Retired entries whose files a cleanup deleted after a commit; the
-    /// next commit drops them from the manifest (see [`Catalog::cleanup`]).
-    forgotten: Mutex<Vec<RetiredSnapshot>>,
-    /// When a manifest version may next be old enough to delete: after a
-    /// commit, a cleanup lists the log only from then on.
+    index_log: journal::Log,
+    index: RwLock<Arc<Index>>,
+    /// The format 1 manifest the loaded index was read from, until the
+    /// catalog moves to format 2.
+    legacy: RwLock<Option<Arc<Manifest>>>,
+    /// The newest index checkpoint known.
+    checkpoint: Mutex<Option<u64>>,
+    /// The newest format 2 base version known (see [`Catalog::migrate`]).
+    base_version: Mutex<Option<u64>>,
+    /// The view logs this process has read or written.
+    view_logs: Mutex<HashMap<SlotId, Arc<views::ViewLog>>>,
+    /// Retired entries of the index whose files a cleanup deleted; the
+    /// next index commit drops them (see [`Catalog::cleanup`]).
+    forgotten: Mutex<Forgotten>,
+    /// When a version may next be old enough to delete: after a commit, a
+    /// cleanup lists the logs only from then on.
     next_log_sweep: Mutex<Option<DateTime<Utc>>>,
-    /// The latest-version pointer write in flight, finished by the next
-    /// [`Catalog::reload`].
-    pointer_write: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// What a cleanup deleted that the index still lists.
+#[derive(Debug, Default, Clone)]
+struct Forgotten {
+    slots: Vec<SlotId>,
+    retired: Vec<RetiredSnapshot>,
 }
 
 /// How much a [`Catalog::cleanup`] does.
@@ -149,17 +182,30 @@ impl Catalog {
         root: Path,
         retention: Duration,
     ) -> Self {
+        let location = location.into();
+        let display_prefix = display_prefix(&store_url);
+        let index_log = journal::Log::new(
+            Arc::clone(&store),
+            join(&root, "_matview/log"),
+            join(&root, "_matview/_latest.json"),
+            location.clone(),
+            display_prefix,
+            retention,
+        );
         Self {
-            location: location.into(),
+            location,
             store_url,
             store,
             root,
             retention,
-            current: RwLock::new(Arc::new(Manifest::default())),
-            confirmed: Mutex::new(None),
-            forgotten: Mutex::new(vec![]),
+            index_log,
+            index: RwLock::new(Arc::new(Index::default())),
+            legacy: RwLock::new(None),
+            checkpoint: Mutex::new(None),
+            base_version: Mutex::new(None),
+            view_logs: Mutex::new(HashMap::new()),
+            forgotten: Mutex::new(Forgotten::default()),
             next_log_sweep: Mutex::new(None),
-            pointer_write: Mutex::new(None),
         }
     }
 
@@ -183,20 +229,14 @@ impl Catalog {
         self.retention
     }
 
-    /// The most recently loaded or committed version.
-    pub fn current(&self) -> Arc<Manifest> {
-        Arc::clone(&self.current.read().unwrap_or_else(|e| e.into_inner()))
+    /// The most recently loaded or committed index.
+    pub fn index(&self) -> Arc<Index> {
+        Arc::clone(&self.index.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Object path of a file given relative to the catalog root.
     pub fn path(&self, relative: &str) -> Path {
-        let mut parts: Vec<_> = self.root.parts().collect();
-        parts.extend(
-            Path::from(relative)
-                .parts()
-                .map(|p| p.as_ref().to_owned().into()),
-        );
-        Path::from_iter(parts)
+        join(&self.root, relative)
     }
 
     /// A path relative to the catalog root, for a full object path under it.
@@ -208,14 +248,6 @@ impl Catalog {
     /// URL of a directory relative to the root, for DataFusion's writers.
     pub fn url_of_dir(&self, relative: &str) -> String {
         format!("{}{}/", self.store_url.as_str(), self.path(relative))
-    }
-
-    fn log_dir(&self) -> Path {
-        self.path("_matview/log")
-    }
-
-    fn version_path(&self, version: u64) -> Path {
-        self.log_dir().join(format!("{version:020}.json").as_str())
     }
 
     /// Whether `error` is this catalog's store refusing a request under
@@ -250,11 +282,32 @@ impl Catalog {
     /// An object's path as people know it: a local file's absolute path,
     /// else its URL.
     pub fn display_path(&self, path: &Path) -> String {
-        match self.store_url.as_str().strip_prefix("file://") {
-            Some(_) => format!("/{path}"),
-            None => format!("{}{path}", self.store_url.as_str()),
-        }
+        format!("{}{path}", self.display_prefix())
     }
+
+    fn display_prefix(&self) -> String {
+        display_prefix(&self.store_url)
+    }
+}
+
+/// What goes before an object's path to show it: `/` for a local file,
+/// else the store's URL.
+fn display_prefix(store_url: &ObjectStoreUrl) -> String {
+    match store_url.as_str().strip_prefix("file://") {
+        Some(_) => "/".to_owned(),
+        None => store_url.as_str().to_owned(),
+    }
+}
+
+/// `relative` under `root`.
+fn join(root: &Path, relative: &str) -> Path {
+    let mut parts: Vec<_> = root.parts().collect();
+    parts.extend(
+        Path::from(relative)
+            .parts()
+            .map(|p| p.as_ref().to_owned().into()),
+    );
+    Path::from_iter(parts)
 }
 
 #[cfg(test)]

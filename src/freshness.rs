@@ -25,11 +25,10 @@ use futures::future::BoxFuture;
 use object_store::{ObjectMeta, ObjectStoreExt};
 use sha2::{Digest, Sha256};
 
+use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::resolve::{registered, sources_of};
-use crate::spec::{
-    FileFingerprint, Fingerprint, Manifest, QualifiedName, SourceFingerprint, ViewEntry,
-};
+use crate::spec::{FileFingerprint, Fingerprint, QualifiedName, SourceFingerprint, ViewEntry};
 
 /// How deep plain views may nest before fingerprinting gives up.
 const MAX_DEPTH: usize = 32;
@@ -68,7 +67,7 @@ impl Freshness {
 pub(crate) struct Fingerprinter<'a> {
     catalogs: Arc<dyn CatalogProviderList>,
     state: SessionState,
-    manifest: &'a Manifest,
+    catalog: &'a Catalog,
     /// Defaults each plain view was created under (else the session's).
     view_defaults: HashMap<QualifiedName, (String, String)>,
 }
@@ -76,13 +75,13 @@ pub(crate) struct Fingerprinter<'a> {
 impl<'a> Fingerprinter<'a> {
     pub(crate) fn new(
         state: SessionState,
-        manifest: &'a Manifest,
+        catalog: &'a Catalog,
         view_defaults: HashMap<QualifiedName, (String, String)>,
     ) -> Self {
         Self {
             catalogs: Arc::clone(state.catalog_list()),
             state,
-            manifest,
+            catalog,
             view_defaults,
         }
     }
@@ -124,7 +123,8 @@ impl<'a> Fingerprinter<'a> {
         depth: usize,
     ) -> BoxFuture<'a, Result<Fingerprint>> {
         Box::pin(async move {
-            if let Some(view) = self.manifest.view(name) {
+            if let Some(state) = self.catalog.view(name).await? {
+                let view = &state.view;
                 return Ok(Fingerprint::Snapshot {
                     definition: view.id.clone(),
                     id: view.snapshot.as_ref().map(|s| s.id.clone()),

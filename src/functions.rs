@@ -22,7 +22,7 @@ use datafusion::error::Result as DFResult;
 
 use crate::catalog::Catalog;
 use crate::freshness::{Fingerprinter, Freshness};
-use crate::spec::{Manifest, QualifiedName};
+use crate::spec::{QualifiedName, ViewEntry};
 
 /// Defaults each plain view of a session was created under, shared with
 /// the session.
@@ -43,7 +43,7 @@ pub(crate) type ViewDefaults = Arc<Mutex<HashMap<QualifiedName, (String, String)
 /// | changed_sources | Utf8: the sources that changed (stale) or cannot be fingerprinted (unknown), comma-separated; null when none |
 ///
 /// Freshness is computed when the function is scanned, from listings and
-/// the manifest only: no data file is read.
+/// the views' logs only: no data file is read.
 #[derive(Debug, Clone)]
 pub struct MaterializedViewsFunction {
     catalog: Arc<Catalog>,
@@ -77,10 +77,9 @@ impl MaterializedViewsFunction {
         ]))
     }
 
-    /// The rows for one manifest version, with each view's freshness and
-    /// the names of the sources it reports.
-    pub fn batch(manifest: &Manifest, freshness: &[(Freshness, String)]) -> DFResult<RecordBatch> {
-        let views = &manifest.views;
+    /// The rows for `views`, with each view's freshness and the names of
+    /// the sources it reports.
+    pub fn batch(views: &[&ViewEntry], freshness: &[(Freshness, String)]) -> DFResult<RecordBatch> {
         let strings = |f: &dyn Fn(usize) -> String| -> ArrayRef {
             Arc::new(StringArray::from_iter_values((0..views.len()).map(f)))
         };
@@ -148,20 +147,22 @@ impl TableProvider for MaterializedViewsFunction {
         let Some(state) = state.as_any().downcast_ref::<SessionState>() else {
             return plan_err!("materialized_views() needs a DataFusion SessionState");
         };
-        let manifest = self.catalog.reload().await?;
+        self.catalog.reload().await?;
+        let states = self.catalog.views().await?;
+        let views: Vec<&ViewEntry> = states.iter().map(|s| &s.view).collect();
         let defaults = self
             .view_defaults
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let fingerprinter = Fingerprinter::new(state.clone(), &manifest, defaults);
+        let fingerprinter = Fingerprinter::new(state.clone(), &self.catalog, defaults);
         let options = state.config().options();
         let (catalog, schema) = (
             &options.catalog.default_catalog,
             &options.catalog.default_schema,
         );
-        let mut freshness = Vec::with_capacity(manifest.views.len());
-        for view in &manifest.views {
+        let mut freshness = Vec::with_capacity(views.len());
+        for view in &views {
             let f = fingerprinter.freshness(view).await?;
             let names: Vec<String> = f
                 .sources()
@@ -170,7 +171,7 @@ impl TableProvider for MaterializedViewsFunction {
                 .collect();
             freshness.push((f, names.join(", ")));
         }
-        let batch = Self::batch(&manifest, &freshness)?;
+        let batch = Self::batch(&views, &freshness)?;
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![batch]],
             Self::schema(),

@@ -36,6 +36,7 @@ pub mod functions;
 mod incremental;
 mod refresh;
 mod resolve;
+pub mod schema;
 pub mod session;
 #[cfg(feature = "slt")]
 pub mod slt;

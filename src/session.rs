@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use datafusion::arrow::array::{BooleanArray, Int64Array, RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::{MemoryCatalogProvider, MemorySchemaProvider, SchemaProvider};
+use datafusion::catalog::SchemaProvider;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, TableReference};
 use datafusion::dataframe::DataFrame;
@@ -37,12 +37,12 @@ use crate::incremental::{self, Pin, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
-    DEFINITION_FORMAT, Definition, Manifest, QualifiedName, RelationEntry, RelationKind, Snapshot,
+    DEFINITION_FORMAT, Definition, Index, QualifiedName, RelationEntry, RelationKind, Snapshot,
     SourceFingerprint, ViewEntry, view_dir,
 };
 use crate::sql::{
     CreateMaterializedView, DropMaterializedView, RefreshMaterializedView, Statement,
-    parse_sql_with_text, quote_ident, without_secret_options,
+    parse_sql_with_text, without_secret_options,
 };
 use crate::table::{MaterializedViewTable, UnreadableFile};
 
@@ -335,12 +335,10 @@ pub struct MatviewSession {
     views_created_under: crate::functions::ViewDefaults,
 }
 
-/// Which definition of each view this session has registered, and for
-/// which catalog version that was last reconciled.
+/// The index version whose schemas the session last made list its views.
 #[derive(Debug, Default)]
 struct Registrations {
     version: u64,
-    ids: HashMap<QualifiedName, String>,
 }
 
 impl std::fmt::Debug for MatviewSession {
@@ -392,13 +390,11 @@ impl MatviewSession {
             registered: Arc::default(),
             views_created_under,
         };
-        let manifest = session.catalog.current();
-        for entry in &manifest.views {
-            session.register_view(entry)?;
-        }
+        session.sync().await?;
+        let index = session.catalog.index();
         if session.options.remember_relations {
             let mut failures = vec![];
-            for relation in &manifest.relations {
+            for relation in &index.relations {
                 if let Err(e) = session.restore_relation(relation).await {
                     failures.push(RestoreFailure {
                         display: session.display(&relation.name),
@@ -550,8 +546,8 @@ impl MatviewSession {
     /// the first file of its current snapshot that cannot be read back
     /// whole, if any. Reads every file of the snapshot.
     pub async fn unreadable_file(&self, name: &QualifiedName) -> Option<UnreadableFile> {
-        let manifest = self.catalog.current();
-        let snapshot = manifest.view(name)?.snapshot.as_ref()?;
+        let state = self.catalog.view(name).await.ok()??;
+        let snapshot = state.view.snapshot.as_ref()?;
         crate::table::first_unreadable_file(&self.catalog, snapshot).await
     }
 

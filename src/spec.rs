@@ -1,8 +1,8 @@
 //! The persisted types of a catalog and their JSON form. Pure data: no I/O.
 //!
-//! A catalog is a log of immutable manifest versions. Each version is the
-//! complete state of the catalog (every view's definition and its committed
-//! snapshot), so a reader needs exactly one file to know everything.
+//! A catalog is an index log naming its views and one log per view (format
+//! 2, see [`IndexVersion`]); format 1 was one log of whole-catalog
+//! [`Manifest`]s, still read and migrated.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -13,10 +13,15 @@ use datafusion::common::{ResolvedTableReference, TableReference};
 use serde::{Deserialize, Serialize};
 
 mod fingerprint;
+mod index;
 mod layout;
 mod name;
 
 pub use fingerprint::{FileFingerprint, Fingerprint, SourceFingerprint};
+pub use index::{
+    Index, IndexAction, IndexCheckpoint, IndexEntry, IndexVersion, RetiredSlot, SlotId,
+    ViewVersion, retired_between,
+};
 pub use layout::{
     MAX_PATH_PART, encode_path_part, is_snapshot_file_name, is_snapshot_id, view_dir,
 };
@@ -28,8 +33,10 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// Newest manifest format this build reads and the one it writes.
-pub const MANIFEST_FORMAT: u32 = 1;
+/// Newest metadata format this build reads and the one it writes: 2 is
+/// the index log with one log per view (see [`IndexVersion`]); 1, a log
+/// of whole-catalog [`Manifest`]s, is read and migrated.
+pub const MANIFEST_FORMAT: u32 = 2;
 
 /// Newest definition format: the definition is DataFusion SQL, planned with
 /// the recorded default catalog and schema.
@@ -58,7 +65,7 @@ pub struct SnapshotMarker {
     pub snapshot: Snapshot,
 }
 
-/// The complete state of a catalog at one version.
+/// The complete state of a format 1 catalog at one version.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// Format of this file; see [`MANIFEST_FORMAT`].
@@ -216,39 +223,7 @@ impl Manifest {
     /// uses (an incremental refresh keeps some files of the snapshot
     /// before and evicts others).
     fn retire(&mut self, old: &ViewEntry, new: &ViewEntry) {
-        let keep = new.data_dirs();
-        let kept_files: BTreeSet<&str> = new
-            .snapshot
-            .iter()
-            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
-            .collect();
-        for dir in old.data_dirs() {
-            if !keep.contains(&dir) {
-                self.retired.push(RetiredSnapshot {
-                    dir,
-                    retired_at: None,
-                    files: vec![],
-                });
-                continue;
-            }
-            let evicted: Vec<String> = old
-                .snapshot
-                .iter()
-                .flat_map(|s| &s.files)
-                .filter(|f| {
-                    f.path.rsplit_once('/').map(|(d, _)| d) == Some(dir.as_str())
-                        && !kept_files.contains(f.path.as_str())
-                })
-                .map(|f| f.path.clone())
-                .collect();
-            if !evicted.is_empty() {
-                self.retired.push(RetiredSnapshot {
-                    dir,
-                    retired_at: None,
-                    files: evicted,
-                });
-            }
-        }
+        self.retired.extend(retired_between(old, new));
     }
 
     /// Snapshot directories this version references or keeps for older

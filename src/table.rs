@@ -14,7 +14,7 @@
 //! them) apply to the scan, and to the files a refresh writes.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
 use datafusion::arrow::datatypes::DataType;
@@ -35,37 +35,79 @@ use datafusion::physical_plan::empty::EmptyExec;
 
 use crate::catalog::Catalog;
 use crate::error::Error;
-use crate::spec::{ColumnStats, QualifiedName, Snapshot};
+use crate::spec::{ColumnStats, QualifiedName, Snapshot, ViewVersion, quote_ident};
 
 /// A materialized view as a DataFusion table.
 ///
-/// Every scan reads the snapshot committed in the catalog's current version
-/// at planning time; a plan keeps reading that snapshot to its end.
+/// Every scan reads the snapshot the view's log holds when the scan is
+/// planned (one `HEAD` of the log when nothing changed), also when the
+/// provider sits in the plan of a plain view made earlier; a plan keeps
+/// reading that snapshot to its end.
 #[derive(Debug)]
 pub struct MaterializedViewTable {
     catalog: Arc<Catalog>,
     name: QualifiedName,
+    /// The state last read.
+    state: RwLock<Arc<ViewVersion>>,
     display_name: String,
     schema: SchemaRef,
     definition: String,
 }
 
 impl MaterializedViewTable {
-    /// A provider for view `name` of `catalog`, with the view's output schema.
-    pub fn new(
-        catalog: Arc<Catalog>,
-        name: QualifiedName,
-        display_name: String,
-        schema: SchemaRef,
-        definition: String,
-    ) -> Self {
+    /// A provider for one state of a view of `catalog`.
+    pub fn new(catalog: Arc<Catalog>, state: Arc<ViewVersion>, display_name: String) -> Self {
+        let entry = &state.view;
+        let columns = &entry.definition.column_names;
+        let definition = format!(
+            "CREATE MATERIALIZED VIEW {}{} AS {}",
+            entry.name.to_table_reference(),
+            if columns.is_empty() {
+                String::new()
+            } else {
+                let quoted: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
+                format!(" ({})", quoted.join(", "))
+            },
+            entry.definition.sql
+        );
         Self {
             catalog,
-            name,
+            name: entry.name.clone(),
+            schema: Arc::new(entry.definition.schema.clone()),
+            state: RwLock::new(state),
             display_name,
-            schema,
             definition,
         }
+    }
+
+    /// Reads the view's latest state (see [`Catalog::view`]) and keeps it.
+    pub async fn latest(&self) -> Result<Arc<ViewVersion>, Error> {
+        let state = self
+            .catalog
+            .view(&self.name)
+            .await?
+            .ok_or_else(|| Error::NotFound {
+                name: self.display_name.clone(),
+            })?;
+        *self.state.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&state);
+        Ok(state)
+    }
+
+    /// The latest committed snapshot (see [`Self::latest`]), or the error
+    /// a query of this view gets.
+    pub async fn latest_snapshot(&self) -> Result<Snapshot, Error> {
+        self.latest().await?;
+        self.snapshot()
+    }
+
+    /// The view's name as messages show it.
+    pub fn display_name(&self) -> &str {
+        &self.display_name
+    }
+
+    /// The state of the view this provider last read.
+    pub fn state(&self) -> Arc<ViewVersion> {
+        Arc::clone(&self.state.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The view's fully qualified name.
@@ -73,15 +115,16 @@ impl MaterializedViewTable {
         &self.name
     }
 
-    /// The committed snapshot, or the error a query of this view gets.
+    /// The snapshot of the state last read (see [`Self::latest_snapshot`]),
+    /// or the error a query of this view gets.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
-        let manifest = self.catalog.current();
-        let entry = manifest.view(&self.name).ok_or_else(|| Error::NotFound {
-            name: self.display_name.clone(),
-        })?;
-        entry.snapshot.clone().ok_or_else(|| Error::NotPopulated {
-            name: self.display_name.clone(),
-        })
+        self.state()
+            .view
+            .snapshot
+            .clone()
+            .ok_or_else(|| Error::NotPopulated {
+                name: self.display_name.clone(),
+            })
     }
 
     fn read_only(&self) -> datafusion::error::DataFusionError {
@@ -249,7 +292,7 @@ impl TableProvider for MaterializedViewTable {
         _filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let snapshot = self.snapshot()?;
+        let snapshot = self.latest_snapshot().await?;
         scan_snapshot(
             &self.catalog,
             &snapshot,

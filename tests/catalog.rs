@@ -378,16 +378,16 @@ async fn replace_is_atomic_and_keeps_identity_checks(backend: &dyn Backend) {
     s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t WHERE x > 1")
         .await
         .unwrap();
-    let version = s.catalog().current().version;
+    let version = s.catalog().index().version;
     s.sql("CREATE OR REPLACE MATERIALIZED VIEW v (y) AS SELECT x * 10 FROM t")
         .await
         .unwrap();
-    // One commit replaced both definition and data.
-    assert_eq!(s.catalog().current().version, version + 1);
+    // One index commit replaced both definition and data.
+    assert_eq!(s.catalog().index().version, version + 1);
     assert_eq!(ids(&s, "SELECT y FROM v ORDER BY y").await, [10, 20, 30]);
     // A second session sees the replacement.
     let s2 = open(backend, Duration::from_secs(3600)).await;
-    let entry = s2.catalog().current().views[0].clone();
+    let entry = common::view(&s2, "v").await.view.clone();
     assert_eq!(entry.definition.column_names, ["y"]);
     assert_eq!(entry.snapshot.unwrap().row_count, 3);
 }
@@ -426,7 +426,7 @@ async fn remembered_relations_come_back_in_a_new_session(backend: &dyn Backend) 
         s.sql(&source.register_sql("IF NOT EXISTS adults"))
             .await
             .unwrap();
-        assert_eq!(s.catalog().current().relations.len(), 3);
+        assert_eq!(s.catalog().index().relations.len(), 3);
     }
     std::fs::remove_file(&single_file).unwrap();
     source.write("b.csv", &[(3, "cy")]);
@@ -462,7 +462,7 @@ async fn remembered_relations_come_back_in_a_new_session(backend: &dyn Backend) 
     s.sql("DROP TABLE one").await.unwrap();
     let remembered: Vec<String> = s
         .catalog()
-        .current()
+        .index()
         .relations
         .iter()
         .map(|r| r.name.name.clone())
@@ -471,7 +471,7 @@ async fn remembered_relations_come_back_in_a_new_session(backend: &dyn Backend) 
     let s = remembering().await;
     assert!(s.warnings().is_empty(), "{:?}", s.warnings());
     assert!(s.sql("SELECT * FROM adults").await.is_err());
-    assert!(s.catalog().current().views.is_empty());
+    assert!(s.catalog().index().views.is_empty());
     assert_eq!(
         ids(&s, "SELECT id FROM people ORDER BY id").await,
         [1, 2, 3]
@@ -513,11 +513,14 @@ async fn concurrent_sessions_lose_no_commit(backend: &dyn Backend) {
         refreshes(b.clone())
     );
     let c = open(backend, Duration::from_secs(3600)).await;
-    let manifest = c.catalog().current();
-    assert_eq!(manifest.views.len(), 17);
-    // One commit per create and per landed refresh, nothing lost or doubled.
-    assert_eq!(manifest.version, 1 + 16 + landed_a + landed_b);
-    let retired = common::retired_snapshots(&manifest, "shared") as u64;
+    let index = c.catalog().index();
+    assert_eq!(index.views.len(), 17);
+    // One index commit per create, one version of the shared view's log per
+    // landed refresh: nothing lost or doubled.
+    assert_eq!(index.version, 1 + 16);
+    let shared = common::view(&c, "shared").await;
+    assert_eq!(shared.version, 1 + landed_a + landed_b);
+    let retired = common::retired_snapshots(&c, "shared").await as u64;
     assert_eq!(retired, landed_a + landed_b);
 }
 
@@ -547,9 +550,9 @@ async fn concurrent_cleanups_are_safe(backend: &dyn Backend) {
     c.cleanup().await.unwrap();
     assert_eq!(ids(&c, "SELECT x FROM v ORDER BY x").await, [1, 2]);
     // Only the committed snapshot's files are left.
-    let manifest = c.catalog().current();
+    let state = common::view(&c, "v").await;
     let data = parquet_files(&files(backend).await);
-    let snapshot = manifest.views[0].snapshot.as_ref().unwrap();
+    let snapshot = state.view.snapshot.as_ref().unwrap();
     assert_eq!(data.len(), snapshot.files.len());
 }
 
@@ -913,13 +916,13 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
     assert_eq!(store.counters().gets.load(SeqCst), gets);
 
     // Nothing changed: no query, no commit, no file.
-    let version = s.catalog().current().version;
+    let version = common::view(&s, "base").await.version;
     let writes = store.counters().writes.load(SeqCst);
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW base").await,
         ("no_op".into(), 0, "sources unchanged".into())
     );
-    assert_eq!(s.catalog().current().version, version);
+    assert_eq!(common::view(&s, "base").await.version, version);
     assert_eq!(store.counters().writes.load(SeqCst), writes);
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW base FULL").await,
@@ -1042,9 +1045,9 @@ async fn evicted_data_files_are_deleted_after_retention() {
     s.sql("CREATE MATERIALIZED VIEW v AS SELECT id FROM people")
         .await
         .unwrap();
-    let files = |s: &MatviewSession| -> Vec<String> {
-        let manifest = s.catalog().current();
-        manifest.views[0]
+    let files = |state: Arc<datafusion_matview::spec::ViewVersion>| -> Vec<String> {
+        state
+            .view
             .snapshot
             .as_ref()
             .unwrap()
@@ -1053,13 +1056,13 @@ async fn evicted_data_files_are_deleted_after_retention() {
             .map(|f| f.path.clone())
             .collect()
     };
-    let before = files(&s);
+    let before = files(common::view(&s, "v").await);
     // One data file per source file, each with its lineage.
     assert_eq!(before.len(), 3);
     source.remove("b.csv");
     let (mode, rows, _) = refresh_row(&s, "REFRESH MATERIALIZED VIEW v").await;
     assert_eq!((mode.as_str(), rows), ("incremental", 0));
-    let after = files(&s);
+    let after = files(common::view(&s, "v").await);
     assert_eq!(after, [before[0].clone(), before[2].clone()]);
     let on_disk = |path: &str| dir.path().join("cat").join(path).exists();
     // Retired by this refresh; removed by the next cleanup (each refresh
@@ -1068,11 +1071,11 @@ async fn evicted_data_files_are_deleted_after_retention() {
         on_disk(&before[1]),
         "the evicted file is retired, not yet deleted"
     );
-    assert_eq!(s.catalog().current().retired.len(), 1);
+    assert_eq!(common::view(&s, "v").await.retired.len(), 1);
     s.cleanup().await.unwrap();
     assert!(!on_disk(&before[1]), "the evicted file is deleted");
     assert!(after.iter().all(|p| on_disk(p)), "the kept files stay");
-    assert!(s.catalog().current().retired.is_empty());
+    assert!(common::view(&s, "v").await.retired.is_empty());
     assert_eq!(
         ids(&s, "SELECT id FROM v ORDER BY id").await,
         [0, 1, 2, 3, 4, 20, 21, 22, 23, 24]
@@ -1174,7 +1177,7 @@ async fn refresh_cascade_and_explain_refresh() {
     source.write("b.csv", &[(5, "e")]);
 
     // EXPLAIN REFRESH says what would happen and changes nothing.
-    let version = s.catalog().current().version;
+    let version = common::view(&s, "base").await.version;
     let explained = rows(&s, "EXPLAIN REFRESH MATERIALIZED VIEW base").await;
     let b = &explained[0];
     assert_eq!(b.column(1).as_string::<i32>().value(0), "incremental");
@@ -1190,7 +1193,7 @@ async fn refresh_cascade_and_explain_refresh() {
         "{:?}",
         b.column(3)
     );
-    assert_eq!(s.catalog().current().version, version);
+    assert_eq!(common::view(&s, "base").await.version, version);
     assert_eq!(ids(&s, "SELECT count(*) FROM base").await, [3]);
 
     // Without CASCADE, only top: it reads base, which has not changed yet.
@@ -1235,8 +1238,8 @@ async fn scans_skip_files_by_recorded_statistics() {
     s.sql("CREATE MATERIALIZED VIEW v AS SELECT value AS id, 'x' AS tag FROM generate_series(1, 1000) ORDER BY id")
         .await
         .unwrap();
-    let manifest = s.catalog().current();
-    let files = &manifest.views[0].snapshot.as_ref().unwrap().files;
+    let state = common::view(&s, "v").await;
+    let files = &state.view.snapshot.as_ref().unwrap().files;
     assert!(files.len() >= 5, "{} files", files.len());
     assert_eq!(files[0].columns[0].min.as_deref(), Some("1"));
     assert_eq!(files[0].columns[1].max.as_deref(), Some("x"));
@@ -1460,15 +1463,8 @@ async fn a_filter_prunes_files_and_row_groups_of_a_view() {
     .await
     .unwrap();
     let name = datafusion_matview::spec::QualifiedName::new("datafusion", "public", "w");
-    let manifest = s.catalog().current();
-    let files = manifest
-        .view(&name)
-        .unwrap()
-        .snapshot
-        .as_ref()
-        .unwrap()
-        .files
-        .len();
+    let state = s.catalog().view(&name).await.unwrap().unwrap();
+    let files = state.view.snapshot.as_ref().unwrap().files.len();
     assert_eq!(files, 2);
     let text = explain("SELECT count(*) FROM w WHERE n > 5500").await;
     assert_eq!(
@@ -1488,9 +1484,10 @@ async fn commit_requirements_say_what_another_session_did() {
     s.sql("CREATE MATERIALIZED VIEW v AS SELECT 1 AS x")
         .await
         .unwrap();
-    let m = s.catalog().current();
+    let m = s.catalog().index();
     let name = |n: &str| QualifiedName::new("datafusion", "public", n);
-    let view = m.view(&name("v")).unwrap();
+    let state = s.catalog().view(&name("v")).await.unwrap().unwrap();
+    let view = &state.view;
     let met = [
         Requirement::ViewAbsent(name("w")),
         Requirement::ViewIs {
@@ -1506,9 +1503,9 @@ async fn commit_requirements_say_what_another_session_did() {
             id: None,
         },
     ];
-    Requirement::check_all(&met, &m, "v").unwrap();
+    Requirement::check_all(&met, &m, Some(&state), "v").unwrap();
     let unmet = |r: Requirement| {
-        Requirement::check_all(&[r], &m, "v")
+        Requirement::check_all(&[r], &m, Some(&state), "v")
             .unwrap_err()
             .to_string()
     };

@@ -329,8 +329,8 @@ async fn vacuum_deletes_only_what_the_catalog_wrote() {
     assert_eq!(count(&s, "SELECT count(*) FROM v").await, 3);
     assert_eq!(count(&s, "SELECT count(*) FROM _matview.log").await, 1);
     // The snapshot the refresh superseded is gone: only the live one stays.
-    let manifest = s.catalog().current();
-    let v = manifest.views.iter().find(|v| v.name.name == "v").unwrap();
+    let views = s.catalog().views().await.unwrap();
+    let v = &views.iter().find(|v| v.view.name.name == "v").unwrap().view;
     let live = v.snapshot_dir(v.snapshot.as_ref().unwrap());
     let data_dirs: std::collections::BTreeSet<&str> = files
         .iter()
@@ -373,7 +373,7 @@ async fn secrets_in_table_options_never_reach_the_catalog() {
             "{file} holds the secret"
         );
     }
-    let manifest = s.catalog().current();
+    let manifest = s.catalog().index();
     let t = manifest
         .relations
         .iter()

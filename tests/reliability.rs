@@ -14,7 +14,7 @@
 //! deterministic kill point, a few random kills). The long version:
 //! `DFMV_CRASH_TRIALS=500 cargo test --release --test reliability -- --ignored --nocapture`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -292,7 +292,7 @@ async fn crash_scenario(catalog: &Target) {
             std::process::exit(3);
         }
         let mut out = std::io::stdout().lock();
-        writeln!(out, "ACK {} {}", i + 1, s.catalog().current().version).unwrap();
+        writeln!(out, "ACK {} {}", i + 1, position(s.catalog()).await).unwrap();
         out.flush().unwrap();
     }
     let writes = store
@@ -303,17 +303,75 @@ async fn crash_scenario(catalog: &Target) {
     println!("WRITES {writes}");
 }
 
-/// The last acknowledgement a child printed: (statements done, version).
-fn last_ack(stdout: &str) -> (usize, u64) {
+/// Where a catalog is: its index version, and the log and version of
+/// each view, as `<index>[,<view>=<log>@<version>...]`.
+async fn position(catalog: &datafusion_matview::Catalog) -> String {
+    let index = catalog.index();
+    let mut out = index.version.to_string();
+    for state in catalog.views().await.unwrap() {
+        let slot = &index.view(&state.view.name).unwrap().slot;
+        out.push_str(&format!(
+            ",{}={slot}@{}",
+            state.view.name.name, state.version
+        ));
+    }
+    out
+}
+
+/// Whether the catalog at `now` (see [`position`]) holds every commit made
+/// up to `acked`: a later index version, and each view acknowledged in
+/// the same log at a later version, or replaced or dropped by a later
+/// index version. Else what is missing.
+fn lost_commits(acked: &str, now: &str) -> Option<String> {
+    fn parse(position: &str) -> (u64, BTreeMap<String, (String, u64)>) {
+        let mut parts = position.split(',');
+        let index = parts.next().unwrap_or("0").parse().unwrap_or(0);
+        let views = parts
+            .filter_map(|p| {
+                let (name, rest) = p.split_once('=')?;
+                let (slot, version) = rest.split_once('@')?;
+                Some((name.to_owned(), (slot.to_owned(), version.parse().ok()?)))
+            })
+            .collect();
+        (index, views)
+    }
+    let (acked_index, acked_views) = parse(acked);
+    let (index, views) = parse(now);
+    if index < acked_index {
+        return Some(format!(
+            "index version {acked_index} acknowledged, {index} found"
+        ));
+    }
+    for (name, (slot, version)) in acked_views {
+        match views.get(&name) {
+            Some((s, v)) if *s == slot && *v < version => {
+                return Some(format!("view {name} acknowledged at {version}, {v} found"));
+            }
+            Some((s, _)) if *s != slot && index == acked_index => {
+                return Some(format!(
+                    "view {name} is in another log at the same index version"
+                ));
+            }
+            None if index == acked_index => {
+                return Some(format!("view {name} is gone at the same index version"));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The last acknowledgement a child printed: (statements done, position).
+fn last_ack(stdout: &str) -> (usize, String) {
     stdout
         .lines()
         .rev()
         .find_map(|l| {
             // libtest's "test child ... " may precede the first one.
             let mut words = l.split("ACK ").nth(1)?.split_whitespace();
-            Some((words.next()?.parse().ok()?, words.next()?.parse().ok()?))
+            Some((words.next()?.parse().ok()?, words.next()?.to_owned()))
         })
-        .unwrap_or((0, 0))
+        .unwrap_or((0, "0".to_owned()))
 }
 
 /// How a crash-test child ended.
@@ -337,7 +395,7 @@ enum Ending {
 async fn check_after_crash(
     catalog: &Target,
     source: &Path,
-    acked: (usize, u64),
+    acked: (usize, String),
     ending: Ending,
 ) -> Result<(), String> {
     let s = MatviewSession::open_with_options(
@@ -348,20 +406,20 @@ async fn check_after_crash(
     .await
     .map_err(|e| format!("catalog does not open: {e}"))?;
     s.sql(&source_sql(source)).await.unwrap();
-    let (done, version) = acked;
-    if s.catalog().current().version < version {
+    let (done, acked) = acked;
+    let now = position(s.catalog()).await;
+    if let Some(lost) = lost_commits(&acked, &now) {
         return Err(format!(
-            "statement {done} was acknowledged at version {version}, the catalog is at {}",
-            s.catalog().current().version
+            "statement {done} was acknowledged at {acked}, the catalog is at {now}: {lost}"
         ));
     }
     let a = values(&s, "SELECT x FROM a ORDER BY x").await;
     let has_b = s
         .catalog()
-        .current()
+        .index()
         .views
-        .iter()
-        .any(|v| v.name.name == "b");
+        .keys()
+        .any(|name| name.name == "b");
     let b = if has_b {
         Some(values(&s, "SELECT x FROM b ORDER BY x").await)
     } else {
@@ -401,9 +459,9 @@ async fn check_after_crash(
         .collect()
         .await
         .unwrap();
-    let manifest = s.catalog().current();
     let mut expected: BTreeSet<String> = BTreeSet::new();
-    for view in &manifest.views {
+    for state in s.catalog().views().await.unwrap() {
+        let view = &state.view;
         if let Some(snapshot) = &view.snapshot {
             expected.extend(snapshot.files.iter().map(|f| f.path.clone()));
             // Each directory the snapshot uses has its marker (an
@@ -689,8 +747,8 @@ async fn failed_writes(target: &Target, after: bool) {
     s.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
     let s2 = open(target, Duration::ZERO).await;
     s2.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
-    let manifest = s2.catalog().current();
-    let snapshot = manifest.views[0].snapshot.as_ref().unwrap();
+    let views = s2.catalog().views().await.unwrap();
+    let snapshot = views[0].view.snapshot.as_ref().unwrap();
     let dirs: BTreeSet<String> = target
         .files()
         .await
@@ -698,10 +756,7 @@ async fn failed_writes(target: &Target, after: bool) {
         .filter(|f| f.ends_with(".parquet"))
         .map(|f| f.rsplit_once('/').unwrap().0.to_string())
         .collect();
-    assert_eq!(
-        dirs,
-        BTreeSet::from([manifest.views[0].snapshot_dir(snapshot)])
-    );
+    assert_eq!(dirs, BTreeSet::from([views[0].view.snapshot_dir(snapshot)]));
 }
 
 #[tokio::test]
@@ -800,9 +855,14 @@ fn concurrent_processes(catalog: &Target) {
     }
     rt.block_on(async {
         let s = open(catalog, Duration::from_secs(3600)).await;
-        let manifest = s.catalog().current();
         // Every worker's views: odd rounds dropped, even rounds kept.
-        let names: BTreeSet<String> = manifest.views.iter().map(|v| v.name.name.clone()).collect();
+        let names: BTreeSet<String> = s
+            .catalog()
+            .index()
+            .views
+            .keys()
+            .map(|name| name.name.clone())
+            .collect();
         for id in 0..workers {
             for round in 0..rounds {
                 assert_eq!(
@@ -815,12 +875,9 @@ fn concurrent_processes(catalog: &Target) {
         assert_eq!(values(&s, "SELECT count(*) FROM shared").await, [20000]);
         // Each successful refresh retired exactly one snapshot: none landed
         // twice, none was lost.
-        let shared = manifest
-            .views
-            .iter()
-            .find(|v| v.name.name == "shared")
-            .unwrap();
-        let retired_shared = common::retired_snapshots(&manifest, "shared");
+        let shared = common::view(&s, "shared").await;
+        let shared = &shared.view;
+        let retired_shared = common::retired_snapshots(&s, "shared").await;
         assert_eq!(retired_shared, refreshed);
         // Losers removed their files: the only snapshot directories of the
         // shared view are the committed ones (retired or current).
@@ -945,7 +1002,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
         "a dropped view came back"
     );
     // Readable again: a second recover changes nothing.
-    let version = s.catalog().current().version;
+    let version = s.catalog().index().version;
     let err = MatviewSession::recover(&SessionContext::new(), &location)
         .await
         .unwrap_err();
@@ -957,7 +1014,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
         open(&Target::local(&catalog), Duration::from_secs(3600))
             .await
             .catalog()
-            .current()
+            .index()
             .version,
         version
     );
@@ -1048,8 +1105,8 @@ async fn a_missing_data_file_is_named_and_other_views_stay_usable() {
     s.sql("CREATE MATERIALIZED VIEW b AS SELECT 2 AS x")
         .await
         .unwrap();
-    let manifest = s.catalog().current();
-    let file = &manifest.views[0].snapshot.as_ref().unwrap().files[0].path;
+    let views = s.catalog().views().await.unwrap();
+    let file = &views[0].view.snapshot.as_ref().unwrap().files[0].path;
     std::fs::remove_file(catalog.join(file)).unwrap();
     let err = s
         .sql("SELECT * FROM a")
@@ -1104,7 +1161,7 @@ async fn another_process_commits_are_seen_without_listing() {
     let again = MatviewSession::open(ctx, &catalog.display().to_string())
         .await
         .unwrap();
-    assert_eq!(again.catalog().current().views.len(), 1);
+    assert_eq!(again.catalog().index().views.len(), 1);
     assert_eq!(store.counters().lists.load(SeqCst), lists + 1);
     assert!(store.counters().gets.load(SeqCst) - gets <= 2);
     assert!(store.counters().heads.load(SeqCst) - heads <= 3);
@@ -1219,7 +1276,7 @@ async fn names_that_could_escape_the_root_stay_inside_and_work() {
             .await
             .unwrap();
     }
-    assert!(s.catalog().current().views.is_empty());
+    assert!(s.catalog().index().views.is_empty());
     // A control character never reaches a path: the name is refused.
     let err = s
         .sql("CREATE MATERIALIZED VIEW \"tab\tname\" AS SELECT 1 AS x")
@@ -1227,7 +1284,7 @@ async fn names_that_could_escape_the_root_stay_inside_and_work() {
         .unwrap_err()
         .to_string();
     assert!(err.starts_with("invalid character"), "{err}");
-    assert!(s.catalog().current().views.is_empty());
+    assert!(s.catalog().index().views.is_empty());
 }
 
 #[tokio::test]

@@ -1,6 +1,8 @@
 //! Cleanup: expired versions and retired snapshots, and the sweep of
 //! files left by writers that died (only what this catalog provably wrote).
 
+use std::collections::BTreeSet;
+
 use super::*;
 
 /// Whether `name` is the staging file a local store writes a data file
@@ -65,10 +67,9 @@ impl Catalog {
     /// not the catalog's and is never touched.
     pub(super) async fn orphans(
         &self,
-        manifest: &Manifest,
+        known: &BTreeSet<String>,
         cutoff: DateTime<Utc>,
     ) -> Result<Vec<Path>> {
-        let known = manifest.known_snapshot_dirs();
         let log = self.path("_matview");
         let objects: Vec<ObjectMeta> = self.store.list(Some(&self.root)).try_collect().await?;
         // Candidate files by snapshot directory.
@@ -137,83 +138,103 @@ impl Catalog {
         }
     }
 
-    /// Removes what no reader may still need, reading only the latest
-    /// manifest (its cost does not grow with the number of commits):
+    /// Removes what no reader may still need:
     ///
     /// - the files of a snapshot retired more than the retention window ago
-    ///   (every version that referenced it was superseded that long ago);
-    /// - a manifest version whose successor was committed more than the
-    ///   retention window ago (the latest version is never removed), oldest
-    ///   first, so a version that is still there proves its successor is too
-    ///   (see [`Self::reload`]);
+    ///   (every version that referenced it was superseded that long ago),
+    ///   and the log and data of a view dropped or replaced that long ago;
+    /// - a version whose successor was committed more than the retention
+    ///   window ago (the latest version of a log is never removed, nor an
+    ///   index version the newest checkpoint does not cover), oldest first,
+    ///   so a version that is still there proves its successor is too (see
+    ///   [`Self::reload`]); index checkpoints but the newest two;
     /// - with [`Sweep::Full`], also files no version references at all (left
     ///   by a writer that failed before committing), once they are older
     ///   than the window, so a refresh still writing is never cut off; only
-    ///   in the folders of views the catalog knows, and only files of the
-    ///   shape it writes in snapshot directories that prove to be its own
-    ///   (see [`Self::orphans`]): a catalog rooted at a folder that holds
-    ///   other data never touches it.
+    ///   files of the shape the catalog writes in snapshot directories that
+    ///   prove to be its own (see [`Self::orphans`]), and view logs no index
+    ///   version names: a catalog rooted at a folder that holds other data
+    ///   never touches it.
     ///
-    /// With [`Sweep::Quick`] the entries of deleted files leave the
-    /// manifest with the next commit rather than with a commit of their
-    /// own, and the log is listed only when a version may have expired.
+    /// [`Sweep::Quick`] looks at the index and at the view logs this
+    /// process has read, and only when something of theirs may have
+    /// expired; what it deleted leaves the index or the view's log with
+    /// the next commit rather than with a commit of its own. [`Sweep::Full`]
+    /// reads every view's log.
     ///
     /// Safe to run concurrently with writers, readers and other cleanups.
     pub async fn cleanup(&self, sweep: Sweep) -> Result<CleanupReport> {
         let cutoff = self.cutoff();
-        let latest = self.reload().await?;
+        let index = self.reload().await?;
         let mut report = CleanupReport::default();
+        let full = sweep == Sweep::Full;
 
+        // The index's own retired entries.
         let pending = match self.forgotten.lock() {
             Ok(mut forgotten) => {
                 // Another writer's commit may have dropped them already.
-                forgotten.retain(|r| latest.retired.contains(r));
+                forgotten
+                    .slots
+                    .retain(|s| index.retired_slots.iter().any(|r| &r.slot == s));
+                forgotten.retired.retain(|r| index.retired.contains(r));
                 forgotten.clone()
             }
-            Err(_) => vec![],
+            Err(_) => Forgotten::default(),
         };
-        let expired: Vec<RetiredSnapshot> = latest
-            .retired
-            .iter()
-            .filter(|r| r.retired_at.is_some_and(|t| t <= cutoff) && !pending.contains(r))
-            .cloned()
-            .collect();
-        for retired in &expired {
-            if retired.files.is_empty() {
-                report.files_deleted += self.delete_dir(&retired.dir).await?;
-                continue;
-            }
-            for file in &retired.files {
-                match self.store.delete(&self.path(file)).await {
-                    Ok(()) => report.files_deleted += 1,
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e.into()),
-                }
+        let expired = |at: &Option<DateTime<Utc>>| at.is_some_and(|t| t <= cutoff);
+        let mut deleted = Forgotten::default();
+        for retired in &index.retired_slots {
+            if expired(&retired.retired_at) && !pending.slots.contains(&retired.slot) {
+                report.files_deleted += self.delete_view_log(&retired.slot).await?;
+                deleted.slots.push(retired.slot.clone());
             }
         }
-        match sweep {
-            Sweep::Quick => {
-                if let Ok(mut forgotten) = self.forgotten.lock() {
-                    forgotten.extend(expired);
-                }
+        for retired in &index.retired {
+            if expired(&retired.retired_at) && !pending.retired.contains(retired) {
+                report.files_deleted += self.delete_retired(retired).await?;
+                deleted.retired.push(retired.clone());
             }
-            Sweep::Full => {
-                // `pending`: deleted earlier, still in the manifest.
-                if !expired.is_empty() || !pending.is_empty() {
-                    // Forget them (and those deleted earlier); a concurrent
-                    // cleanup may have done so already.
-                    self.commit(|m| {
-                        m.retired.retain(|r| !expired.contains(r));
-                        Ok(())
-                    })
-                    .await?;
-                }
-            }
+        }
+        let nothing_deleted = deleted.slots.is_empty() && deleted.retired.is_empty();
+        if let Ok(mut forgotten) = self.forgotten.lock() {
+            forgotten.slots.extend(deleted.slots);
+            forgotten.retired.extend(deleted.retired);
+        }
+        if full && !(nothing_deleted && pending.slots.is_empty() && pending.retired.is_empty()) {
+            // Forget them now (a concurrent cleanup may have done so).
+            self.commit(|_| Ok(())).await?;
+        }
+
+        // The views' logs: those this process has read, or all of them.
+        let slots: Vec<SlotId> = if full {
+            self.reload()
+                .await?
+                .views
+                .values()
+                .filter(|e| !e.slot.is_empty())
+                .map(|e| e.slot.clone())
+                .collect()
+        } else {
+            self.view_logs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .iter()
+                .filter(|(slot, log)| {
+                    index.views.values().any(|e| &e.slot == *slot)
+                        && log.sweep_due().is_none_or(|due| due <= Utc::now())
+                })
+                .map(|(slot, _)| slot.clone())
+                .collect()
+        };
+        for slot in slots {
+            let (files, versions) = self.cleanup_view_log(&slot, cutoff, full).await?;
+            report.files_deleted += files;
+            report.manifests_deleted += versions;
         }
 
         let due = self.log_sweep_due().is_none_or(|due| due <= Utc::now());
-        if sweep == Sweep::Full || due {
-            report.manifests_deleted = match self.sweep_log(cutoff, sweep == Sweep::Full).await {
+        if full || due {
+            report.manifests_deleted += match self.sweep_index_log(cutoff, full).await {
                 Ok(deleted) => deleted,
                 Err(e) => {
                     // Unknown again: the next cleanup lists.
@@ -226,54 +247,243 @@ impl Catalog {
             };
         }
 
-        if sweep == Sweep::Full {
-            let latest = self.reload().await?;
-            for orphan in self.orphans(&latest, cutoff).await? {
+        if full {
+            let index = self.reload().await?;
+            let mut known: BTreeSet<String> = index.retired.iter().map(|r| r.dir.clone()).collect();
+            let mut slots: BTreeSet<SlotId> = BTreeSet::new();
+            for entry in index.views.values() {
+                slots.insert(entry.slot.clone());
+            }
+            for retired in &index.retired_slots {
+                slots.insert(retired.slot.clone());
+            }
+            if let Some(legacy) = self.legacy() {
+                known.extend(legacy.known_snapshot_dirs());
+            }
+            for slot in slots.iter().filter(|s| !s.is_empty()) {
+                if let Some(state) = self.latest_view_state(slot).await? {
+                    known.extend(state.known_snapshot_dirs());
+                }
+            }
+            for orphan in self.orphans(&known, cutoff).await? {
                 match self.store.delete(&orphan).await {
                     Ok(()) => report.files_deleted += 1,
                     Err(object_store::Error::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
             }
+            report.manifests_deleted += self.orphan_view_logs(&slots, cutoff).await?;
         }
         Ok(report)
     }
 
-    /// Deletes the manifest versions whose successor is older than
-    /// `cutoff`, oldest first, and schedules the next sweep for when the
-    /// oldest remaining one expires. With `repair`, also rewrites the
-    /// latest-version pointer (a writer may have died before writing it).
-    pub(super) async fn sweep_log(&self, cutoff: DateTime<Utc>, repair: bool) -> Result<usize> {
-        // Commits made while this runs schedule themselves on top.
-        *self
-            .next_log_sweep
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(DateTime::<Utc>::MAX_UTC);
-        let versions = self.list_versions().await?;
-        if repair && let Some((latest, _)) = versions.last() {
-            self.write_pointer(*latest);
-        }
-        if repair && !versions.is_empty() {
-            // Before removing versions the old pointer may name.
-            self.settle_pointer().await;
+    /// Deletes the files of one retired entry; returns how many.
+    async fn delete_retired(&self, retired: &RetiredSnapshot) -> Result<usize> {
+        if retired.files.is_empty() {
+            return self.delete_dir(&retired.dir).await;
         }
         let mut deleted = 0;
-        let mut next = DateTime::<Utc>::MAX_UTC;
-        for pair in versions.windows(2) {
-            let ((version, _), (_, successor_time)) = (pair[0], pair[1]);
-            if successor_time > cutoff {
-                // Never past a version that stays, even if clocks disagree:
-                // a version that exists proves its successor does.
-                next = self.expiry(successor_time);
-                break;
-            }
-            match self.store.delete(&self.version_path(version)).await {
+        for file in &retired.files {
+            match self.store.delete(&self.path(file)).await {
                 Ok(()) => deleted += 1,
                 Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(e.into()),
             }
         }
-        self.schedule_log_sweep(next);
+        Ok(deleted)
+    }
+
+    /// The latest state of a view log, `None` when it has no version left.
+    async fn latest_view_state(&self, slot: &str) -> Result<Option<Arc<ViewVersion>>> {
+        match self.load_view_log(slot).await {
+            Ok(state) => Ok(Some(state)),
+            Err(Error::CorruptManifest { .. }) if self.view_log_is_empty(slot).await? => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn view_log_is_empty(&self, slot: &str) -> Result<bool> {
+        Ok(self.view_log(slot).log.list_versions().await?.is_empty())
+    }
+
+    /// Deletes a retired view log with all the data its latest state
+    /// references or keeps; returns how many data files it deleted.
+    async fn delete_view_log(&self, slot: &str) -> Result<usize> {
+        let mut deleted = 0;
+        if let Some(state) = self.latest_view_state(slot).await? {
+            for dir in state.view.data_dirs() {
+                deleted += self.delete_dir(&dir).await?;
+            }
+            for retired in &state.retired {
+                deleted += self.delete_retired(retired).await?;
+            }
+        }
+        // The log goes last: until then a cleanup that failed half way
+        // finds what is left through it.
+        self.view_log(slot).log.delete_all().await?;
+        self.view_logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(slot);
+        Ok(deleted)
+    }
+
+    /// One live view log's expired snapshots and versions; with `commit`,
+    /// the deleted entries are forgotten by a commit of their own. Returns
+    /// the data files and versions deleted.
+    async fn cleanup_view_log(
+        &self,
+        slot: &str,
+        cutoff: DateTime<Utc>,
+        commit: bool,
+    ) -> Result<(usize, usize)> {
+        let log = self.view_log(slot);
+        let Some(state) = self.latest_view_state(slot).await? else {
+            return Ok((0, 0));
+        };
+        let pending = match log.forgotten.lock() {
+            Ok(mut forgotten) => {
+                forgotten.retain(|r| state.retired.contains(r));
+                forgotten.clone()
+            }
+            Err(_) => vec![],
+        };
+        let mut files = 0;
+        let mut deleted = vec![];
+        let mut next_due: Option<DateTime<Utc>> = None;
+        for retired in &state.retired {
+            match retired.retired_at {
+                Some(t) if t <= cutoff => {
+                    if !pending.contains(retired) {
+                        files += self.delete_retired(retired).await?;
+                        deleted.push(retired.clone());
+                    }
+                }
+                Some(t) => {
+                    let due = self.expiry(t);
+                    next_due = Some(next_due.map_or(due, |d| d.min(due)));
+                }
+                None => {}
+            }
+        }
+        if let Ok(mut forgotten) = log.forgotten.lock() {
+            forgotten.extend(deleted.iter().cloned());
+        }
+        if commit && !(deleted.is_empty() && pending.is_empty()) {
+            let name = state.view.name.clone();
+            let display = name.to_string();
+            match self.commit_view(&name, &display, |_, _| Ok(())).await {
+                // Dropped or replaced meanwhile: the index's cleanup takes it.
+                Ok(_) | Err(Error::CommitConflict { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let (versions, oldest) = log.log.sweep(cutoff, state.version, None).await?;
+        if let Some(t) = oldest {
+            let due = self.expiry(t);
+            next_due = Some(next_due.map_or(due, |d| d.min(due)));
+        }
+        log.set_sweep_due(next_due.unwrap_or(DateTime::<Utc>::MAX_UTC));
+        Ok((files, versions))
+    }
+
+    /// Deletes view logs older than `cutoff` that no index version names
+    /// (a CREATE that failed between writing its log and committing);
+    /// returns how many versions it deleted.
+    async fn orphan_view_logs(
+        &self,
+        named: &BTreeSet<SlotId>,
+        cutoff: DateTime<Utc>,
+    ) -> Result<usize> {
+        let views = self.path("_matview/views");
+        let objects: Vec<ObjectMeta> = self.store.list(Some(&views)).try_collect().await?;
+        let mut by_slot: BTreeMap<String, (bool, Vec<Path>)> = BTreeMap::new();
+        for meta in objects {
+            let Some(rest) = meta.location.prefix_match(&views) else {
+                continue;
+            };
+            let rest: Vec<String> = rest.map(|p| p.as_ref().to_owned()).collect();
+            let [slot, file] = rest.as_slice() else {
+                continue;
+            };
+            if !is_snapshot_id(slot) || named.contains(slot) {
+                continue;
+            }
+            let ours = file == "_latest.json" || journal::version_of(&meta.location).is_some();
+            let entry = by_slot.entry(slot.clone()).or_default();
+            entry.0 |= meta.last_modified > cutoff || !ours;
+            if ours {
+                entry.1.push(meta.location);
+            }
+        }
+        // An index version written since the listing may name a log that
+        // was just created: only logs older than the window go.
+        let index = self.reload().await?;
+        let mut deleted = 0;
+        for (slot, (young, paths)) in by_slot {
+            let named_now = index.views.values().any(|e| e.slot == slot)
+                || index.retired_slots.iter().any(|r| r.slot == slot);
+            if young || named_now {
+                continue;
+            }
+            for path in paths {
+                match self.store.delete(&path).await {
+                    Ok(()) => deleted += 1,
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes the index versions whose successor is older than `cutoff`
+    /// and that the newest checkpoint covers, and checkpoints but the
+    /// newest two; schedules the next sweep for when the oldest remaining
+    /// version expires. With `repair`, also rewrites the pointer (a writer
+    /// may have died before writing it).
+    pub(super) async fn sweep_index_log(
+        &self,
+        cutoff: DateTime<Utc>,
+        repair: bool,
+    ) -> Result<usize> {
+        // Commits made while this runs schedule themselves on top.
+        *self
+            .next_log_sweep
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(DateTime::<Utc>::MAX_UTC);
+        // Versions are deleted only below a checkpoint, which reading the
+        // index starts from instead: one of the loaded index is written
+        // when the newest known is older.
+        let index = self.index();
+        let mut newest = *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner());
+        let floor = newest.max(self.base_version()).unwrap_or(0);
+        if index.version > floor && self.write_checkpoint(&index).await {
+            newest = Some(index.version);
+            *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = newest;
+        }
+        let keep_from = newest.max(self.base_version()).unwrap_or(0);
+        let (mut deleted, oldest) = self
+            .index_log
+            .sweep(cutoff, keep_from, repair.then_some(newest))
+            .await?;
+        if repair {
+            let checkpoints = self.list_checkpoints().await?;
+            let keep = checkpoints.len().saturating_sub(2);
+            for c in &checkpoints[..keep] {
+                match self.store.delete(&self.checkpoint_path(*c)).await {
+                    Ok(()) => deleted += 1,
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        } else if newest.is_some() {
+            self.index_log.write_pointer(journal::LatestPointer {
+                version: index.version,
+                checkpoint: newest,
+            });
+        }
+        self.schedule_log_sweep(oldest.map_or(DateTime::<Utc>::MAX_UTC, |t| self.expiry(t)));
         Ok(deleted)
     }
 

@@ -33,19 +33,42 @@ impl Catalog {
             sizes.insert(relative, meta.size);
         }
         let mut report = RecoveryReport::default();
-        // Start from the newest readable version: it also knows views with
+        // Start from the newest readable index: it also knows views with
         // no data yet, and the remembered tables and views.
-        let versions = self.list_versions().await?;
+        let versions = self.index_log.list_versions().await?;
         if versions.is_empty() && markers.is_empty() {
             return Err(Error::NoCatalogData {
                 location: self.location.clone(),
             });
         }
-        let mut base = None;
-        for (version, _) in versions.iter().rev() {
-            if let Ok(m) = self.read_version(*version).await {
-                base = Some(m);
-                break;
+        let loaded = match self.reload().await {
+            Ok(index) if index.version > 0 => Some((*index).clone()),
+            _ => None,
+        };
+        let base = match loaded {
+            Some(index) => Some(index),
+            None => {
+                let mut found = None;
+                for (version, _) in versions.iter().rev() {
+                    if let Ok((index, legacy)) = self.read_from_base(*version, None).await {
+                        self.install(index.clone(), legacy);
+                        found = Some(index);
+                        break;
+                    }
+                }
+                found
+            }
+        };
+        // Each view of the base as its log has it (a log that cannot be
+        // read counts as data that is gone).
+        let mut base_views = vec![];
+        let mut unreadable = vec![];
+        if let Some(index) = &base {
+            for entry in index.views.values() {
+                match self.view(&entry.name).await {
+                    Ok(Some(state)) => base_views.push(state.view.clone()),
+                    _ => unreadable.push(entry.name.clone()),
+                }
             }
         }
         let complete = |view: &ViewEntry| {
@@ -58,7 +81,8 @@ impl Catalog {
             Some(latest)
                 if Some(latest.version) == versions.last().map(|(v, _)| *v)
                     && contiguous
-                    && latest.views.iter().all(complete) =>
+                    && unreadable.is_empty()
+                    && base_views.iter().all(complete) =>
             {
                 return Err(Error::NothingToRecover {
                     catalog: self.location.clone(),
@@ -75,8 +99,8 @@ impl Catalog {
         let base = base.unwrap_or_default();
         let base_time = base.committed_at;
         let mut newest: BTreeMap<QualifiedName, ViewEntry> = BTreeMap::new();
-        let mut incomplete = vec![];
-        for view in base.views {
+        let mut incomplete = unreadable;
+        for view in base_views {
             if complete(&view) {
                 newest.insert(view.name.clone(), view);
             } else {
@@ -136,42 +160,59 @@ impl Catalog {
                 ));
             }
         }
-        let relations = base.relations;
-        let manifest = Manifest {
-            format_version: MANIFEST_FORMAT,
-            version: versions.last().map_or(1, |(v, _)| v + 1),
-            committed_at: Utc::now(),
-            commit_id: crate::spec::new_id(),
-            views: newest.into_values().collect(),
-            retired: vec![],
-            relations,
+        // Every view gets a new log; the old logs are left for the sweep
+        // of orphan logs (their data may be what the new ones reference).
+        let mut index = Index {
+            relations: base.relations,
+            ..Index::default()
         };
-        let json = serde_json::to_vec(&manifest).map_err(|e| Error::Encoding {
-            what: "a manifest",
+        for view in newest.values() {
+            let slot = self.create_view_log(view).await?;
+            index
+                .views
+                .insert(view.name.clone(), index_entry(view, slot));
+        }
+        let commit_id = crate::spec::new_id();
+        index.version = versions.last().map_or(1, |(v, _)| v + 1);
+        index.committed_at = Utc::now();
+        index.commit_id = commit_id.clone();
+        let record = IndexVersion {
+            format_version: MANIFEST_FORMAT,
+            version: index.version,
+            committed_at: index.committed_at,
+            commit_id: commit_id.clone(),
+            base: Some(Box::new(index.clone())),
+            actions: vec![],
+        };
+        let json = serde_json::to_vec(&record).map_err(|e| Error::Encoding {
+            what: "an index version",
             reason: e.to_string(),
         })?;
-        let opts = create_only();
         self.store
             .put_opts(
-                &self.version_path(manifest.version),
+                &self.index_log.version_path(index.version),
                 PutPayload::from(json),
-                opts,
+                create_only(),
             )
             .await?;
         // Readers start from the pointer: it must be past any gap the log
         // still has before this statement returns.
-        self.write_pointer(manifest.version);
-        self.settle_pointer().await;
-        report.version = manifest.version;
-        report.views = manifest
-            .views
-            .iter()
+        self.index_log.write_pointer(journal::LatestPointer {
+            version: index.version,
+            checkpoint: None,
+        });
+        self.index_log.settle_pointer().await;
+        *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.set_base_version(index.version);
+        report.version = index.version;
+        report.views = newest
+            .values()
             .map(|v| {
                 let rows = v.snapshot.as_ref().map_or(0, |s| s.row_count);
                 format!("{} ({rows} rows)", v.name)
             })
             .collect();
-        self.install(Arc::new(manifest));
+        self.install(index, None);
         Ok(report)
     }
 }

@@ -1,6 +1,6 @@
 //! Unit tests of the catalog.
 
-use super::versions::LatestPointer;
+use super::journal::LatestPointer;
 use super::*;
 use object_store::memory::InMemory;
 
@@ -21,7 +21,7 @@ async fn commits_are_numbered_and_visible_to_a_second_reader() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
-    assert_eq!(a.current().version, 0);
+    assert_eq!(a.index().version, 0);
     let ((), m) = a.commit(|_| Ok(())).await.unwrap();
     assert_eq!(m.version, 1);
     // b is behind; its commit must land on top of a's, not beside it.
@@ -41,7 +41,7 @@ async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
     )
     .await;
     c.commit(|_| Ok(())).await.unwrap();
-    c.settle_pointer().await;
+    c.index_log.settle_pointer().await;
     // The put of version 2 reaches the store, then reports an error (a
     // timeout after S3 kept the object): read back, it is this commit's.
     store.set_fault(Some(Fault {
@@ -52,9 +52,9 @@ async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
     let (runs, m) = c.commit(|_| Ok(1)).await.unwrap();
     assert_eq!((runs, m.version), (1, 2));
     let reader = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
-    assert_eq!(reader.current().commit_id, m.commit_id);
-    assert_eq!(reader.current().version, 2);
-    c.settle_pointer().await;
+    assert_eq!(reader.index().commit_id, m.commit_id);
+    assert_eq!(reader.index().version, 2);
+    c.index_log.settle_pointer().await;
     // A put that fails before reaching the store: the error is the
     // put's, and it does not prove the commit was rejected (the caller
     // keeps its files for the orphan sweep).
@@ -89,7 +89,7 @@ async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
     a.commit(|_| Ok(())).await.unwrap();
     let mut seen = vec![];
     // b still believes version 0 is the latest until its put fails.
-    *b.current.write().unwrap() = Arc::new(Manifest::default());
+    *b.index.write().unwrap() = Arc::new(Index::default());
     b.commit(|m| {
         seen.push(m.version);
         Ok(())
@@ -126,7 +126,7 @@ async fn a_reader_repairs_a_pointer_left_far_behind() {
     c.reload().await.unwrap();
     let pointer = || async {
         let bytes = store
-            .get(&c.pointer_path())
+            .get(&c.path("_matview/_latest.json"))
             .await
             .unwrap()
             .bytes()
@@ -139,11 +139,14 @@ async fn a_reader_repairs_a_pointer_left_far_behind() {
     assert_eq!(pointer().await, 6, "commits keep it current");
     // As if the pointer writes of five commits had been lost.
     store
-        .put(&c.pointer_path(), PutPayload::from(r#"{"version":1}"#))
+        .put(
+            &c.path("_matview/_latest.json"),
+            PutPayload::from(r#"{"version":1}"#),
+        )
         .await
         .unwrap();
     let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
-    assert_eq!(reader.current().version, 6);
+    assert_eq!(reader.index().version, 6);
     reader.reload().await.unwrap();
     assert_eq!(pointer().await, 6, "repaired by the reader");
 }
@@ -159,7 +162,7 @@ async fn versions_are_deleted_once_expired_without_listing_each_commit() {
     assert!(due > Utc::now(), "not due before version 2 expires");
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(c.cleanup(Sweep::Quick).await.unwrap().manifests_deleted, 1);
-    assert_eq!(c.list_versions().await.unwrap().len(), 1);
+    assert_eq!(c.index_log.list_versions().await.unwrap().len(), 1);
     // Nothing else can expire until the next commit.
     assert_eq!(c.log_sweep_due(), Some(DateTime::<Utc>::MAX_UTC));
     c.commit(|_| Ok(())).await.unwrap();
@@ -291,20 +294,17 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
             state_columns: vec![],
         }),
     };
-    c.commit(|m| {
-        m.upsert(entry(
-            S1,
-            "public/v/11111111111111111111111111111111/a.parquet",
-        ));
+    let first = entry(S1, "public/v/11111111111111111111111111111111/a.parquet");
+    let slot = c.create_view_log(&first).await.unwrap();
+    c.commit(|index| {
+        index.put_view(index_entry(&first, slot.clone()));
         Ok(())
     })
     .await
     .unwrap();
-    c.commit(|m| {
-        m.upsert(entry(
-            S2,
-            "public/v/22222222222222222222222222222222/b.parquet",
-        ));
+    let second = entry(S2, "public/v/22222222222222222222222222222222/b.parquet");
+    c.commit_view(&name, "v", |_, view| {
+        view.set_snapshot(second.snapshot.clone().unwrap());
         Ok(())
     })
     .await
@@ -346,7 +346,7 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
         .await
         .unwrap();
     let report = c.cleanup(Sweep::Quick).await.unwrap();
-    // s1 was retired by version 2, which superseded version 1.
+    // s1 was retired by the view's version 2, which superseded version 1.
     assert_eq!(
         report,
         CleanupReport {
@@ -354,6 +354,8 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
             files_deleted: 1
         }
     );
+    let view_log = c.view_log(&slot);
+    assert_eq!(view_log.log.list_versions().await.unwrap().len(), 1);
     assert!(
         store
             .head(&c.path("public/v/22222222222222222222222222222222/b.parquet"))
@@ -366,25 +368,28 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
             .await
             .is_err()
     );
-    // The entry of the deleted files leaves with the next commit; a
-    // second cleanup does not delete them again.
-    assert_eq!(c.current().retired.len(), 1);
+    // The entry of the deleted files leaves with the view's next commit;
+    // a second cleanup does not delete them again.
+    assert_eq!(c.view(&name).await.unwrap().unwrap().retired.len(), 1);
     assert_eq!(
         c.cleanup(Sweep::Quick).await.unwrap(),
         CleanupReport::default()
     );
-    c.commit(|_| Ok(())).await.unwrap();
-    assert!(c.current().retired.is_empty());
+    let (_, state) = c.commit_view(&name, "v", |_, _| Ok(())).await.unwrap();
+    assert!(state.retired.is_empty());
+    assert_eq!(state.version, 3);
     // The catalog still opens at the latest version.
     let again = catalog(Arc::clone(&store), Duration::ZERO).await;
-    assert_eq!(again.current().version, 3);
+    assert_eq!(again.index().version, 1);
+    assert_eq!(again.view(&name).await.unwrap().unwrap().version, 3);
     assert!(
         store
             .head(&c.path("public/v/99999999999999999999999999999999/orphan.parquet"))
             .await
             .is_ok()
     );
-    // The full sweep finds the orphan and version 2, and nothing else.
+    // The full sweep finds the orphan and the view's version 2, and
+    // nothing else.
     assert_eq!(
         c.cleanup(Sweep::Full).await.unwrap(),
         CleanupReport {

@@ -1,6 +1,7 @@
 //! `CREATE MATERIALIZED VIEW` (and adopting existing data).
 
 use super::*;
+use crate::catalog::index_entry;
 
 impl MatviewSession {
     /// Creates a materialized view whose first snapshot is existing Parquet
@@ -45,16 +46,16 @@ impl MatviewSession {
     ) -> Result<CreateOutcome> {
         let name = self.resolve(&create.name)?;
         let display = self.display(&name);
-        let manifest = self.catalog.reload().await?;
-        let replaced = manifest.view(&name).map(|e| e.id.clone());
-        match self.kind_of(&manifest, &name).await? {
+        let index = self.catalog.reload().await?;
+        let replaced = index.view(&name).map(|e| e.id.clone());
+        match self.kind_of(&index, &name).await? {
             None => {}
             Some(_) if create.if_not_exists => {
                 return Ok(CreateOutcome {
                     view: display,
                     action: CreateAction::Skipped,
                     rows_written: None,
-                    version: manifest.version,
+                    version: index.version,
                 });
             }
             Some(Kind::MaterializedView) if create.or_replace => {}
@@ -92,12 +93,12 @@ impl MatviewSession {
                 "materialized view \"{display}\" cannot read itself"
             )));
         }
-        if let Some(old) = manifest.view(&name)
+        if let Some(old) = self.catalog.entry(&name).await?
             && old.definition.schema != *plan.schema().as_arrow()
         {
             // Views reading it were planned against its columns.
             let target = [(name.clone(), Kind::MaterializedView)];
-            let dependents = self.dependents(&manifest, &target).await?;
+            let dependents = self.dependents(&index, &target).await?;
             if !dependents.is_empty() {
                 return Err(Error::ColumnsInUse {
                     name: self.display_quoted(&name),
@@ -130,7 +131,7 @@ impl MatviewSession {
             let fingerprints = match import {
                 Some(_) => vec![],
                 None => {
-                    self.fingerprinter(&manifest)
+                    self.fingerprinter()
                         .sources(&entry.definition.sources)
                         .await?
                 }
@@ -155,27 +156,40 @@ impl MatviewSession {
                 id: id.clone(),
             },
         }];
-        let committed = self
-            .catalog
-            .commit(|m| {
-                Requirement::check_all(&requirements, m, &display)?;
-                m.upsert(entry.clone());
-                Ok(())
-            })
-            .await;
-        let committed = match committed {
-            Ok((_, manifest)) => manifest,
+        // The definition's own log first: nothing references it until the
+        // index commit does.
+        let slot = match self.catalog.create_view_log(&entry).await {
+            Ok(slot) => slot,
             Err(e) => {
-                // Only what provably did not land is ours to delete.
-                if let Some(s) = &entry.snapshot
-                    && e.commit_rejected()
-                {
+                if let Some(s) = &entry.snapshot {
                     let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
                 }
                 return Err(e);
             }
         };
-        self.register_view(&entry)?;
+        let indexed = index_entry(&entry, slot.clone());
+        let committed = self
+            .catalog
+            .commit(|index| {
+                Requirement::check_all(&requirements, index, None, &display)?;
+                index.put_view(indexed.clone());
+                Ok(())
+            })
+            .await;
+        let committed = match committed {
+            Ok((_, index)) => index,
+            Err(e) => {
+                // Only what provably did not land is ours to delete.
+                if e.commit_rejected() {
+                    if let Some(s) = &entry.snapshot {
+                        let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
+                    }
+                    let _ = self.catalog.discard_view_log(&slot).await;
+                }
+                return Err(e);
+            }
+        };
+        self.register_view(&name)?;
         if replaced.is_some() {
             self.cleanup_expired().await?;
         }

@@ -34,11 +34,11 @@ impl MatviewSession {
         &self,
         drop: &DropMaterializedView,
     ) -> Result<Vec<(QualifiedName, Kind)>> {
-        let manifest = self.catalog.reload().await?;
+        let index = self.catalog.reload().await?;
         let mut targets = vec![];
         for name in &drop.names {
             let name = self.resolve(name)?;
-            match self.kind_of(&manifest, &name).await? {
+            match self.kind_of(&index, &name).await? {
                 Some(Kind::MaterializedView) => targets.push((name, Kind::MaterializedView)),
                 Some(other) => {
                     return Err(Error::WrongObjectType {
@@ -55,7 +55,7 @@ impl MatviewSession {
                 }
             }
         }
-        self.drop_with_dependents(&manifest, &targets, drop.cascade, Protect::AnyDependent)
+        self.drop_with_dependents(&index, &targets, drop.cascade, Protect::AnyDependent)
             .await
     }
 
@@ -64,12 +64,12 @@ impl MatviewSession {
     /// `protect` counts. Returns the dependents dropped.
     pub(super) async fn drop_with_dependents(
         &self,
-        manifest: &Manifest,
+        index: &Index,
         targets: &[(QualifiedName, Kind)],
         cascade: bool,
         protect: Protect,
     ) -> Result<Vec<(QualifiedName, Kind)>> {
-        let mut dependents = self.dependents(manifest, targets).await?;
+        let mut dependents = self.dependents(index, targets).await?;
         if protect == Protect::MaterializedDependents
             && !dependents
                 .iter()
@@ -110,7 +110,7 @@ impl MatviewSession {
             .filter(|(_, k)| *k == Kind::MaterializedView)
             .map(|(n, _)| n.clone())
             .collect();
-        let remembered = self.catalog.current();
+        let remembered = self.catalog.index();
         if dropped.is_empty()
             && !order
                 .iter()
@@ -125,12 +125,12 @@ impl MatviewSession {
             .map(|(n, _)| n)
             .collect();
         self.catalog
-            .commit(|m| {
+            .commit(|index| {
                 for name in &dropped {
-                    m.remove(name);
+                    index.remove_view(name);
                 }
                 for name in &views {
-                    m.remove_relation(name);
+                    index.remove_relation(name);
                 }
                 Ok(())
             })
@@ -167,10 +167,10 @@ impl MatviewSession {
     /// `(dependent, its kind, what it depends on, that one's kind)`.
     pub(super) async fn dependents(
         &self,
-        manifest: &Manifest,
+        index: &Index,
         roots: &[(QualifiedName, Kind)],
     ) -> Result<Vec<(QualifiedName, Kind, QualifiedName, Kind)>> {
-        let edges = self.dependency_edges(manifest).await?;
+        let edges = self.dependency_edges(index).await?;
         let mut reverse: HashMap<&QualifiedName, Vec<(&QualifiedName, Kind)>> = HashMap::new();
         for (dependent, kind, source) in &edges {
             reverse.entry(source).or_default().push((dependent, *kind));
@@ -193,11 +193,11 @@ impl MatviewSession {
     /// catalog and every plain view registered in the session.
     pub(super) async fn dependency_edges(
         &self,
-        manifest: &Manifest,
+        index: &Index,
     ) -> Result<Vec<(QualifiedName, Kind, QualifiedName)>> {
         let mut edges = vec![];
-        for view in &manifest.views {
-            for source in &view.definition.sources {
+        for view in index.views.values() {
+            for source in &view.sources {
                 edges.push((view.name.clone(), Kind::MaterializedView, source.clone()));
             }
         }
@@ -214,6 +214,11 @@ impl MatviewSession {
                     continue;
                 };
                 for table_name in schema.table_names() {
+                    let name = QualifiedName::new(&catalog_name, &schema_name, &table_name);
+                    // Materialized views are the index's (not read here).
+                    if index.view(&name).is_some() {
+                        continue;
+                    }
                     let Some(table) = schema.table(&table_name).await? else {
                         continue;
                     };
@@ -223,7 +228,6 @@ impl MatviewSession {
                     let Some(plan) = table.get_logical_plan() else {
                         continue;
                     };
-                    let name = QualifiedName::new(&catalog_name, &schema_name, &table_name);
                     views.push((name, plan.into_owned()));
                 }
             }
@@ -245,7 +249,7 @@ impl MatviewSession {
     /// schemas and everything elsewhere that depends on their relations;
     /// DataFusion then drops the schemas with their tables and views.
     pub(super) async fn drop_schema_contents(&self, names: &[ObjectName]) -> Result<()> {
-        let manifest = self.catalog.reload().await?;
+        let index = self.catalog.reload().await?;
         let (default_catalog, _) = self.defaults();
         let mut targets = vec![];
         for object in names {
@@ -272,13 +276,13 @@ impl MatviewSession {
             };
             for table in provider.table_names() {
                 let name = QualifiedName::new(&catalog, &schema, &table);
-                if let Some(kind) = self.kind_of(&manifest, &name).await? {
+                if let Some(kind) = self.kind_of(&index, &name).await? {
                     targets.push((name, kind));
                 }
             }
         }
         // Only view kinds are removed here; tables go with the schema.
-        self.drop_with_dependents(&manifest, &targets, true, Protect::AnyDependent)
+        self.drop_with_dependents(&index, &targets, true, Protect::AnyDependent)
             .await?;
         Ok(())
     }
@@ -306,12 +310,12 @@ impl MatviewSession {
                 .await?;
             return Ok(self.ctx.execute_logical_plan(plan).await?);
         }
-        let manifest = self.catalog.reload().await?;
+        let index = self.catalog.reload().await?;
         let mut targets = vec![];
         let mut unrestored = BTreeSet::new();
         for object in names {
             let name = self.resolve(object)?;
-            match self.kind_of(&manifest, &name).await? {
+            match self.kind_of(&index, &name).await? {
                 Some(Kind::MaterializedView) => {
                     return Err(Error::WrongObjectType {
                         name: self.display(&name),
@@ -325,7 +329,7 @@ impl MatviewSession {
                 Some(_) => targets.push((name, kind)),
                 // Remembered but not restored in this session (its files
                 // are gone): dropping it only forgets it.
-                None if manifest.relations.iter().any(|r| r.name == name) => {
+                None if index.relations.iter().any(|r| r.name == name) => {
                     unrestored.insert(name);
                 }
                 None => {}
@@ -336,13 +340,8 @@ impl MatviewSession {
         // remembered relation that could not be restored still has them.
         let mut checked = targets.clone();
         checked.extend(unrestored.iter().map(|n| (n.clone(), kind)));
-        self.drop_with_dependents(
-            &manifest,
-            &checked,
-            cascade,
-            Protect::MaterializedDependents,
-        )
-        .await?;
+        self.drop_with_dependents(&index, &checked, cascade, Protect::MaterializedDependents)
+            .await?;
         let DFStatement::Statement(inner) = statement else {
             unreachable!("checked by caller")
         };
@@ -386,7 +385,7 @@ impl MatviewSession {
             .map(|(n, _)| n)
             .chain(unrestored)
             .collect();
-        let remembered = self.catalog.current();
+        let remembered = self.catalog.index();
         if forget
             .iter()
             .any(|n| remembered.relations.iter().any(|r| &r.name == n))

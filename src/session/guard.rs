@@ -164,7 +164,7 @@ impl MatviewSession {
                 other => {
                     for target in dml_targets(other) {
                         let name = self.resolve(target)?;
-                        if self.catalog.current().view(&name).is_some() {
+                        if self.catalog.index().view(&name).is_some() {
                             return Err(Error::ReadOnly {
                                 name: self.display(&name),
                             });
@@ -207,7 +207,7 @@ impl MatviewSession {
         // DDL (CREATE VIEW over an unpopulated view) and EXPLAIN do not read
         // data; EXPLAIN ANALYZE fails when its scan runs.
         if !matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Explain(_)) {
-            self.check_populated(&plan)?;
+            self.check_populated(&plan).await?;
         }
         let df = self.ctx.execute_logical_plan(plan).await?;
         if let DFStatement::Statement(inner) = &statement
@@ -252,7 +252,7 @@ impl MatviewSession {
         kind: &'static str,
     ) -> Result<()> {
         let name = self.resolve(name)?;
-        if if_not_exists || self.catalog.current().view(&name).is_none() {
+        if if_not_exists || self.catalog.index().view(&name).is_none() {
             return Ok(());
         }
         let display = self.display(&name);
@@ -269,21 +269,27 @@ impl MatviewSession {
 
     /// A query of an unpopulated view fails when it is planned, as in
     /// PostgreSQL, rather than later when it is run.
-    pub(super) fn check_populated(&self, plan: &LogicalPlan) -> Result<()> {
-        let mut result = Ok(());
+    pub(super) async fn check_populated(&self, plan: &LogicalPlan) -> Result<()> {
+        let mut views = vec![];
         plan.apply_with_subqueries(|node| {
             if let LogicalPlan::TableScan(scan) = node
                 && let Ok(provider) = source_as_provider(&scan.source)
-                && let Some(view) = (provider.as_ref() as &dyn std::any::Any)
+                && (provider.as_ref() as &dyn std::any::Any)
                     .downcast_ref::<MaterializedViewTable>()
-                && let Err(e) = view.snapshot()
+                    .is_some()
             {
-                result = Err(e);
-                return Ok(TreeNodeRecursion::Stop);
+                views.push(provider);
             }
             Ok(TreeNodeRecursion::Continue)
         })?;
-        result
+        for provider in views {
+            if let Some(view) =
+                (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
+            {
+                view.latest_snapshot().await?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
 //! Names (resolution, display, what a name is) and the session's
-//! registry of materialized views.
+//! schemas that list materialized views.
 
 use super::*;
 
@@ -57,10 +57,10 @@ impl MatviewSession {
     /// view of the session.
     pub(super) async fn kind_of(
         &self,
-        manifest: &Manifest,
+        index: &Index,
         name: &QualifiedName,
     ) -> Result<Option<Kind>> {
-        if manifest.view(name).is_some() {
+        if index.view(name).is_some() {
             return Ok(Some(Kind::MaterializedView));
         }
         // A dynamic file catalog (datafusion-cli's) answers `table()` for
@@ -80,59 +80,28 @@ impl MatviewSession {
         }))
     }
 
-    /// Registers (or re-registers) a view's table provider, creating its
-    /// catalog and schema in the session if this process has not yet.
-    pub(super) fn register_view(&self, entry: &ViewEntry) -> Result<()> {
-        let name = &entry.name;
-        let catalog = match self.ctx.catalog(&name.catalog) {
-            Some(c) => c,
-            None => {
-                let c = Arc::new(MemoryCatalogProvider::new());
-                self.ctx
-                    .register_catalog(&name.catalog, Arc::clone(&c) as _);
-                c as _
-            }
-        };
-        let schema = match catalog.schema(&name.schema) {
-            Some(s) => s,
-            None => {
-                let s: Arc<dyn SchemaProvider> = Arc::new(MemorySchemaProvider::new());
-                catalog.register_schema(&name.schema, Arc::clone(&s))?;
-                s
-            }
-        };
-        let columns = &entry.definition.column_names;
-        let definition = format!(
-            "CREATE MATERIALIZED VIEW {}{} AS {}",
-            name.to_table_reference(),
-            if columns.is_empty() {
-                String::new()
-            } else {
-                let quoted: Vec<String> = columns.iter().map(|c| quote_ident(c)).collect();
-                format!(" ({})", quoted.join(", "))
-            },
-            entry.definition.sql
-        );
-        let provider = MaterializedViewTable::new(
-            Arc::clone(&self.catalog),
-            name.clone(),
-            self.display(name),
-            Arc::new(entry.definition.schema.clone()),
-            definition,
-        );
-        schema.deregister_table(&name.name)?;
-        schema.register_table(name.name.clone(), Arc::new(provider))?;
-        self.registrations()
-            .ids
-            .insert(name.clone(), entry.id.clone());
+    /// Makes the schema of view `name` list the catalog's views (see
+    /// [`crate::schema`]), creating its catalog and schema in the session
+    /// if this process has not yet. Nothing per view is registered.
+    pub(super) fn register_view(&self, name: &QualifiedName) -> Result<()> {
+        // A schema that lists the views answers for this one (also through
+        // datafusion-cli's dynamic file schema, which wraps it); a schema
+        // dropped and created again does not.
+        let listed = self
+            .schema_provider(name)
+            .is_some_and(|s| s.table_exist(&name.name));
+        if !listed {
+            crate::schema::install(&self.ctx, &self.catalog, &name.catalog, &name.schema)?;
+        }
         Ok(())
     }
 
+    /// Removes a plain view or table from the session (a materialized
+    /// view leaves with its index entry).
     pub(super) fn deregister(&self, name: &QualifiedName) -> Result<()> {
         if let Some(schema) = self.schema_provider(name) {
             schema.deregister_table(&name.name)?;
         }
-        self.registrations().ids.remove(name);
         Ok(())
     }
 
@@ -162,27 +131,18 @@ impl MatviewSession {
     /// registers, replaces or removes views to match it. Every statement
     /// run through [`Self::sql`] does this first.
     pub async fn sync(&self) -> Result<()> {
-        let manifest = self.catalog.reload().await?;
-        if self.registrations().version == manifest.version {
+        let index = self.catalog.reload().await?;
+        if self.registrations().version == index.version {
             return Ok(());
         }
-        for entry in &manifest.views {
-            let current = self.registrations().ids.get(&entry.name).cloned();
-            if current.as_ref() != Some(&entry.id) {
-                self.register_view(entry)?;
+        let mut last: Option<(&str, &str)> = None;
+        for name in index.views.keys() {
+            if last != Some((&name.catalog, &name.schema)) {
+                self.register_view(name)?;
+                last = Some((&name.catalog, &name.schema));
             }
         }
-        let gone: Vec<QualifiedName> = self
-            .registrations()
-            .ids
-            .keys()
-            .filter(|name| manifest.view(name).is_none())
-            .cloned()
-            .collect();
-        for name in gone {
-            self.deregister(&name)?;
-        }
-        self.registrations().version = manifest.version;
+        self.registrations().version = index.version;
         Ok(())
     }
 }

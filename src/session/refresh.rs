@@ -79,8 +79,8 @@ impl MatviewSession {
         let name = self.resolve(&refresh.name)?;
         let mut order = vec![];
         if refresh.cascade {
-            let manifest = self.catalog.reload().await?;
-            self.upstream_views(&manifest, &name, &mut order).await?;
+            let index = self.catalog.reload().await?;
+            self.upstream_views(&index, &name, &mut order).await?;
         }
         let mut order: Vec<(QualifiedName, bool)> = order.into_iter().map(|n| (n, false)).collect();
         order.push((name, refresh.full));
@@ -91,7 +91,7 @@ impl MatviewSession {
     /// views, each after the ones it reads itself.
     pub(super) async fn upstream_views(
         &self,
-        manifest: &Manifest,
+        index: &Index,
         name: &QualifiedName,
         order: &mut Vec<QualifiedName>,
     ) -> Result<()> {
@@ -99,10 +99,7 @@ impl MatviewSession {
         let mut seen = BTreeSet::new();
         while let Some((current, expanded)) = stack.pop() {
             if expanded {
-                if &current != name
-                    && manifest.view(&current).is_some()
-                    && !order.contains(&current)
-                {
+                if &current != name && index.view(&current).is_some() && !order.contains(&current) {
                     order.push(current);
                 }
                 continue;
@@ -111,8 +108,8 @@ impl MatviewSession {
                 continue;
             }
             stack.push((current.clone(), true));
-            let sources: Vec<QualifiedName> = match manifest.view(&current) {
-                Some(view) => view.definition.sources.clone(),
+            let sources: Vec<QualifiedName> = match index.view(&current) {
+                Some(view) => view.sources.clone(),
                 None => match self.registered(&current).await? {
                     Some(table) if table.table_type() == TableType::View => {
                         match table.get_logical_plan() {
@@ -147,9 +144,13 @@ impl MatviewSession {
         full: bool,
     ) -> Result<PlannedRefresh> {
         let display = self.display(name);
-        let manifest = self.catalog.reload().await?;
-        let Some(entry) = manifest.view(name).cloned() else {
-            return Err(match self.kind_of(&manifest, name).await? {
+        let index = self.catalog.reload().await?;
+        let view_state = match index.view(name) {
+            Some(_) => self.catalog.view(name).await?,
+            None => None,
+        };
+        let Some(view_state) = view_state else {
+            return Err(match self.kind_of(&index, name).await? {
                 Some(_) => Error::WrongObjectType {
                     name: display,
                     expected: "materialized view",
@@ -158,6 +159,7 @@ impl MatviewSession {
                 None => Error::NotFound { name: display },
             });
         };
+        let entry = view_state.view.clone();
         let failed = |e: Error| refresh_failed(&display, e);
         if entry.definition.format > DEFINITION_FORMAT {
             return Err(Error::UnsupportedDefinition {
@@ -167,7 +169,7 @@ impl MatviewSession {
             });
         }
         for source in &entry.definition.sources {
-            if manifest.view(source).is_none() && self.registered(source).await?.is_none() {
+            if index.view(source).is_none() && self.registered(source).await?.is_none() {
                 return Err(failed(Error::RelationNotFound {
                     name: self.display(source),
                 }));
@@ -176,7 +178,7 @@ impl MatviewSession {
         // Fingerprint the sources before reading them: a change made while
         // the query runs leaves the view stale, never wrongly fresh.
         // Planning reads no data, so the two run together.
-        let fingerprinter = self.fingerprinter(&manifest);
+        let fingerprinter = self.fingerprinter();
         let (planned, fingerprints) = futures::join!(
             plan_definition(self.ctx.state(), &display, &entry.definition),
             fingerprinter.sources(&entry.definition.sources)
@@ -246,7 +248,7 @@ impl MatviewSession {
         Ok(PlannedRefresh {
             name: name.clone(),
             display,
-            version: manifest.version,
+            version: view_state.version,
             entry,
             mode,
             detail,
@@ -361,14 +363,14 @@ impl MatviewSession {
         ];
         let committed = self
             .catalog
-            .commit(|m| {
-                Requirement::check_all(&requirements, m, &display)?;
-                m.set_snapshot(&name, snapshot.clone());
+            .commit_view(&name, &display, |index, view| {
+                Requirement::check_all(&requirements, index, Some(view), &display)?;
+                view.set_snapshot(snapshot.clone());
                 Ok(())
             })
             .await;
         let version = match committed {
-            Ok(((), manifest)) => manifest.version,
+            Ok(((), view)) => view.version,
             Err(e) => {
                 // Only what provably did not land is ours to delete.
                 if e.commit_rejected() {
@@ -425,9 +427,13 @@ impl MatviewSession {
         Ok(self.ctx.read_batch(batch)?)
     }
 
-    /// A fingerprinter for this session's sources against `manifest`.
-    pub(super) fn fingerprinter<'a>(&self, manifest: &'a Manifest) -> Fingerprinter<'a> {
-        Fingerprinter::new(self.ctx.state(), manifest, self.created_under().clone())
+    /// A fingerprinter for this session's sources against the catalog.
+    pub(super) fn fingerprinter(&self) -> Fingerprinter<'_> {
+        Fingerprinter::new(
+            self.ctx.state(),
+            &self.catalog,
+            self.created_under().clone(),
+        )
     }
 
     /// `a, s.b`: names for messages.

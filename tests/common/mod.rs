@@ -3,22 +3,24 @@
 
 use std::sync::Arc;
 
-use datafusion_matview::spec::Manifest;
+use datafusion_matview::MatviewSession;
+use datafusion_matview::spec::{QualifiedName, ViewVersion};
 use object_store::ObjectStore;
 
-/// How many snapshots of view `name` the manifest has retired: one per
-/// refresh that landed since it was created.
-pub fn retired_snapshots(manifest: &Manifest, name: &str) -> usize {
-    let view = manifest
-        .views
-        .iter()
-        .find(|v| v.name.name == name)
-        .expect("the view exists");
-    manifest
-        .retired
-        .iter()
-        .filter(|r| r.dir.starts_with(&format!("{}/", view.dir)))
-        .count()
+/// How many snapshots view `name` (in `datafusion.public`) has retired:
+/// one per refresh that landed since it was created.
+pub async fn retired_snapshots(s: &MatviewSession, name: &str) -> usize {
+    view(s, name).await.retired.len()
+}
+
+/// The latest state of view `name` in `datafusion.public`.
+pub async fn view(s: &MatviewSession, name: &str) -> Arc<ViewVersion> {
+    s.catalog().reload().await.expect("the catalog reloads");
+    s.catalog()
+        .view(&QualifiedName::new("datafusion", "public", name))
+        .await
+        .expect("the view's log reads")
+        .expect("the view exists")
 }
 
 /// The server's endpoint (`DFMV_TEST_S3_ENDPOINT`), or `None` when none is

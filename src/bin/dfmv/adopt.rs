@@ -318,7 +318,7 @@ pub async fn adopt(app: &App, dir: &Path, run_all: bool) -> Result<bool> {
             if view.name.is_empty() {
                 return Err("the view has no name".to_owned());
             }
-            if session.catalog().current().view(&name).is_some() {
+            if session.catalog().index().view(&name).is_some() {
                 return Ok("already in the catalog".to_owned());
             }
             let sql = view
@@ -349,10 +349,12 @@ pub async fn adopt(app: &App, dir: &Path, run_all: bool) -> Result<bool> {
                 .adopt(&quote_ident(&view.name), sql, &files)
                 .await
                 .map_err(|e| e.to_string())?;
-            let manifest = session.catalog().current();
-            let rows = manifest
-                .view(&name)
-                .and_then(|v| v.snapshot.as_ref())
+            let rows = session
+                .catalog()
+                .entry(&name)
+                .await
+                .map_err(|e| e.to_string())?
+                .and_then(|v| v.snapshot)
                 .map_or(0, |s| s.row_count);
             Ok(display::rows(rows))
         }

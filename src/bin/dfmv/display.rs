@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use datafusion::arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, TimeUnit, TimestampMicrosecondType};
 use datafusion::error::Result;
-use datafusion_matview::spec::{Manifest, ViewEntry};
+use datafusion_matview::spec::ViewEntry;
 
 /// `812 B`, `3.7 KiB`, `1.2 GiB`.
 pub fn human_size(bytes: u64) -> String {
@@ -209,15 +209,15 @@ fn matches(pattern: &[Piece], text: &[char]) -> bool {
 /// `raw` (for csv, tsv, json and nd-json output) gives rows and size in
 /// bytes as numbers and the refresh time as a timestamp, for scripts.
 pub fn list_views(
-    manifest: &Manifest,
+    views: &[&ViewEntry],
     pattern: Option<&Pattern>,
     default_catalog: &str,
     now: DateTime<Utc>,
     raw: bool,
 ) -> RecordBatch {
-    let mut views: Vec<&ViewEntry> = manifest
-        .views
+    let mut views: Vec<&ViewEntry> = views
         .iter()
+        .copied()
         .filter(|v| pattern.is_none_or(|p| p.matches(v)))
         .collect();
     views.sort_by(|a, b| a.name.cmp(&b.name));

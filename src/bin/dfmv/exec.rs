@@ -259,12 +259,12 @@ async fn exec_statement(
 fn scanned_views(session: &MatviewSession, plan: &LogicalPlan) -> Vec<QualifiedName> {
     use datafusion::common::tree_node::TreeNodeRecursion;
     let (catalog, schema) = context::defaults(session.context());
-    let manifest = session.catalog().current();
+    let index = session.catalog().index();
     let mut views = vec![];
     let _ = plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node {
             let name: QualifiedName = scan.table_name.clone().resolve(&catalog, &schema).into();
-            if manifest.view(&name).is_some() && !views.contains(&name) {
+            if index.view(&name).is_some() && !views.contains(&name) {
                 views.push(name);
             }
         }
@@ -390,11 +390,12 @@ async fn create_view(
     app.progress.clear();
     let outcome = result?;
     let display = &outcome.view;
-    let size = || {
-        let name = qualify(session, &create.name).ok()?;
-        let view = session.catalog().current().view(&name)?.snapshot.clone()?;
-        Some(view.size_bytes)
-    };
+    let size = match qualify(session, &create.name) {
+        Ok(name) => session.catalog().entry(&name).await.ok().flatten(),
+        Err(_) => None,
+    }
+    .and_then(|v| v.snapshot)
+    .map(|s| s.size_bytes);
     if outcome.action == CreateAction::Skipped && !print_options.quiet {
         eprintln!("NOTICE: relation \"{display}\" already exists, skipping");
     }
@@ -415,7 +416,7 @@ async fn create_view(
         }
     }
     if outcome.rows_written.is_some()
-        && let Some(bytes) = size()
+        && let Some(bytes) = size
     {
         warn_if_large(display, bytes);
     }
@@ -459,9 +460,11 @@ async fn refresh_view(
     if let (Some(snapshot), Some(outcome)) = (
         session
             .catalog()
-            .current()
-            .view(&name)
-            .and_then(|v| v.snapshot.clone()),
+            .entry(&name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|v| v.snapshot),
         outcomes.last(),
     ) {
         warn_if_large(&outcome.view, snapshot.size_bytes);
@@ -564,11 +567,13 @@ async fn list_views(
     pattern: Option<&str>,
     started: Instant,
 ) -> Result<()> {
-    let manifest = app.session.catalog().reload().await?;
+    app.session.catalog().reload().await?;
+    let states = app.session.catalog().views().await?;
+    let views: Vec<&datafusion_matview::spec::ViewEntry> = states.iter().map(|s| &s.view).collect();
     let (default_catalog, _) = context::defaults(app.session.context());
     let parsed = pattern.map(display::Pattern::parse);
     let batch = display::list_views(
-        &manifest,
+        &views,
         parsed.as_ref(),
         &default_catalog,
         chrono::Utc::now(),

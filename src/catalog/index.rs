@@ -1,0 +1,516 @@
+//! The index log: reading it (a checkpoint and the versions after it, or
+//! the versions after the one loaded), committing to it, checkpoints, and
+//! moving a format 1 catalog to format 2.
+
+use super::views::commit_id_in;
+use super::*;
+
+/// An index version as read: format 2 changes, or a whole format 1
+/// manifest (the last version before a migration).
+pub(super) enum Read {
+    Changes(IndexVersion),
+    Whole(Manifest),
+}
+
+/// Parses one index version file (`path` names it in errors).
+pub(super) fn parse_index_version(path: &str, bytes: &[u8], expected: u64) -> Result<Read> {
+    #[derive(serde::Deserialize)]
+    struct FormatOnly {
+        format_version: u32,
+    }
+    let corrupt = |reason: String| Error::CorruptManifest {
+        path: path.to_string(),
+        reason,
+    };
+    let format: FormatOnly = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if format.format_version > MANIFEST_FORMAT {
+        return Err(Error::UnsupportedFormat {
+            path: path.to_string(),
+            found: format.format_version,
+            supported: MANIFEST_FORMAT,
+        });
+    }
+    if format.format_version < 2 {
+        return Ok(Read::Whole(parse_manifest(path, bytes, expected)?));
+    }
+    let version: IndexVersion =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if version.version != expected {
+        return Err(corrupt(format!(
+            "it says version {}, its name says {expected}",
+            version.version
+        )));
+    }
+    Ok(Read::Changes(version))
+}
+
+/// The index a format 1 manifest describes; its views' logs are the
+/// manifest itself until the catalog is migrated (slot `""`).
+pub(super) fn legacy_index(manifest: &Manifest) -> Index {
+    Index {
+        version: manifest.version,
+        committed_at: manifest.committed_at,
+        commit_id: manifest.commit_id.clone(),
+        views: manifest
+            .views
+            .iter()
+            .map(|v| (v.name.clone(), index_entry(v, String::new())))
+            .collect(),
+        relations: manifest.relations.clone(),
+        retired_slots: vec![],
+        retired: manifest.retired.clone(),
+    }
+}
+
+/// The index entry of `view`, whose log is `slot`.
+pub fn index_entry(view: &ViewEntry, slot: SlotId) -> IndexEntry {
+    IndexEntry {
+        name: view.name.clone(),
+        id: view.id.clone(),
+        slot,
+        sources: view.definition.sources.clone(),
+    }
+}
+
+fn encode<T: serde::Serialize>(what: &'static str, value: &T) -> Result<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| Error::Encoding {
+        what,
+        reason: e.to_string(),
+    })
+}
+
+impl Catalog {
+    pub(super) fn checkpoint_path(&self, version: u64) -> Path {
+        self.path(&format!("_matview/checkpoint/{version:020}.json"))
+    }
+
+    /// Reads one index version (`None`: not there).
+    pub(super) async fn read_index_version(&self, version: u64) -> Result<Option<Read>> {
+        let Some(bytes) = self.index_log.get(version).await? else {
+            return Ok(None);
+        };
+        let path = self
+            .index_log
+            .display(&self.index_log.version_path(version));
+        parse_index_version(&path, &bytes, version).map(Some)
+    }
+
+    /// Loads the latest index version (if newer than what is loaded) and
+    /// returns it. When nothing changed this costs one `HEAD` request (of
+    /// the version after the loaded one); it reads the versions committed
+    /// since, or, far behind, a checkpoint and the versions after it; it
+    /// never lists the log unless the pointer is missing or stale.
+    pub async fn reload(&self) -> Result<Arc<Index>> {
+        let current = self.index();
+        if current.version > 0 && self.index_log.still_latest(current.version).await? {
+            return Ok(current);
+        }
+        let (latest, pointer) = self.index_log.latest_version().await?;
+        let Some(latest) = latest else {
+            return Ok(current);
+        };
+        if latest <= current.version {
+            return Ok(current);
+        }
+        let near = current.version > 0 && latest - current.version <= CHECKPOINT_INTERVAL;
+        if near && let Some(index) = self.read_forward(&current, latest).await? {
+            return Ok(self.install(index, None));
+        }
+        let (index, legacy) = self
+            .read_from_base(latest, pointer.and_then(|p| p.checkpoint))
+            .await?;
+        Ok(self.install(index, legacy))
+    }
+
+    /// `from` with the versions after it up to `to` applied; `None` when
+    /// one is gone (cleaned up under an idle reader) or starts afresh.
+    async fn read_forward(&self, from: &Index, to: u64) -> Result<Option<Index>> {
+        let mut index = from.clone();
+        let reads: Vec<BoxFuture<'_, Result<(u64, Option<Read>)>>> = (from.version + 1..=to)
+            .map(|v| {
+                Box::pin(async move { self.read_index_version(v).await.map(|read| (v, read)) })
+                    as BoxFuture<'_, _>
+            })
+            .collect();
+        let reads: Vec<(u64, Option<Read>)> = futures::stream::iter(reads)
+            .buffered(16)
+            .try_collect()
+            .await?;
+        for (version, read) in reads {
+            match read {
+                Some(Read::Changes(changes)) if changes.base.is_none() => {
+                    apply(&mut index, &changes);
+                }
+                _ => return Ok(None),
+            }
+            debug_assert_eq!(index.version, version);
+        }
+        Ok(Some(index))
+    }
+
+    /// The index at `latest`, from the newest checkpoint or base before it.
+    pub(super) async fn read_from_base(
+        &self,
+        latest: u64,
+        checkpoint: Option<u64>,
+    ) -> Result<(Index, Option<Arc<Manifest>>)> {
+        // The checkpoint the pointer names, else the newest listed.
+        let mut start = None;
+        if let Some(c) = checkpoint.filter(|c| *c <= latest) {
+            start = self.read_checkpoint(c).await?;
+        }
+        if start.is_none() {
+            let listed = self.list_checkpoints().await?;
+            for c in listed.into_iter().rev().filter(|c| *c <= latest) {
+                if let Some(index) = self.read_checkpoint(c).await? {
+                    start = Some(index);
+                    break;
+                }
+            }
+        }
+        // Walk back from the latest to a version with a base (or a format 1
+        // manifest), or to the checkpoint.
+        let floor = start.as_ref().map_or(0, |i| i.version);
+        let mut changes = vec![];
+        let mut version = latest;
+        let mut legacy = None;
+        let mut base = loop {
+            if version == floor
+                && let Some(index) = start.take()
+            {
+                break index;
+            }
+            if version == 0 {
+                self.set_base_version(0);
+                break Index::default();
+            }
+            match self.read_index_version(version).await? {
+                Some(Read::Changes(mut read)) => match read.base.take() {
+                    Some(base) => {
+                        self.set_base_version(version);
+                        changes.push(read);
+                        break *base;
+                    }
+                    None => changes.push(read),
+                },
+                Some(Read::Whole(manifest)) => {
+                    let index = legacy_index(&manifest);
+                    legacy = Some(Arc::new(manifest));
+                    break index;
+                }
+                None => {
+                    return Err(Error::CorruptManifest {
+                        path: self
+                            .index_log
+                            .display(&self.index_log.version_path(version)),
+                        reason: "the index version is missing and no checkpoint covers it; \
+                                 run RECOVER MATERIALIZED VIEWS"
+                            .into(),
+                    });
+                }
+            }
+            version -= 1;
+        };
+        for read in changes.iter().rev() {
+            apply(&mut base, read);
+        }
+        if legacy.is_some() && base.version != latest {
+            return Err(Error::CorruptManifest {
+                path: self.index_log.display(&self.index_log.version_path(latest)),
+                reason: "a format 1 version follows format 2 versions".into(),
+            });
+        }
+        Ok((base, legacy))
+    }
+
+    async fn read_checkpoint(&self, version: u64) -> Result<Option<Index>> {
+        let path = self.checkpoint_path(version);
+        let bytes = match self.store.get(&path).await {
+            Ok(got) => got.bytes().await?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let corrupt = |reason: String| Error::CorruptManifest {
+            path: self.display_path(&path),
+            reason,
+        };
+        let checkpoint: IndexCheckpoint =
+            serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+        if checkpoint.format_version > MANIFEST_FORMAT {
+            return Err(Error::UnsupportedFormat {
+                path: self.display_path(&path),
+                found: checkpoint.format_version,
+                supported: MANIFEST_FORMAT,
+            });
+        }
+        if checkpoint.index.version != version {
+            return Err(corrupt(format!(
+                "it says version {}, its name says {version}",
+                checkpoint.index.version
+            )));
+        }
+        *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
+        Ok(Some(checkpoint.index))
+    }
+
+    /// The checkpoint versions, oldest first (a `LIST`).
+    pub(super) async fn list_checkpoints(&self) -> Result<Vec<u64>> {
+        let mut found: Vec<u64> = self
+            .store
+            .list(Some(&self.path("_matview/checkpoint")))
+            .try_filter_map(|meta| async move { Ok(journal::version_of(&meta.location)) })
+            .try_collect()
+            .await?;
+        found.sort_unstable();
+        Ok(found)
+    }
+
+    pub(super) fn install(&self, index: Index, legacy: Option<Arc<Manifest>>) -> Arc<Index> {
+        let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
+        if index.version > guard.version || (guard.version == 0 && index.version == 0) {
+            *guard = Arc::new(index);
+            *self.legacy.write().unwrap_or_else(|e| e.into_inner()) = legacy;
+        }
+        Arc::clone(&guard)
+    }
+
+    /// The version of the format 2 base this process last read or wrote
+    /// (the versions before it are not needed to read the index).
+    pub(super) fn base_version(&self) -> Option<u64> {
+        *self.base_version.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn set_base_version(&self, version: u64) {
+        let mut guard = self.base_version.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none_or(|v| v < version) {
+            *guard = Some(version);
+        }
+    }
+
+    /// Whether the loaded index is still a format 1 manifest.
+    pub fn is_format_1(&self) -> bool {
+        self.legacy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
+    pub(super) fn legacy(&self) -> Option<Arc<Manifest>> {
+        self.legacy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Commits a change to the index: `change` is applied to a copy of
+    /// the latest index and must check its own preconditions there (it is
+    /// re-run against the newer index when another writer commits first).
+    /// Only the difference is written. Returns what `change` returned and
+    /// the committed index.
+    ///
+    /// Every commit carries a fresh identity; a put that failed is read
+    /// back to know whether it landed (see [`journal::Log::put`]). See
+    /// [`Error::commit_rejected`] for what a caller may delete.
+    pub async fn commit<T>(
+        &self,
+        mut change: impl FnMut(&mut Index) -> Result<T>,
+    ) -> Result<(T, Arc<Index>)> {
+        let mut base = self.reload().await?;
+        let forgotten = self.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
+        let commit_id = crate::spec::new_id();
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            if self.is_format_1() {
+                self.migrate_from(&base).await?;
+                base = self.reload().await?;
+                continue;
+            }
+            let mut next = (*base).clone();
+            let out = change(&mut next)?;
+            // What a cleanup already deleted.
+            next.retired_slots
+                .retain(|r| !forgotten.slots.contains(&r.slot));
+            next.retired.retain(|r| !forgotten.retired.contains(r));
+            next.version = base.version + 1;
+            next.committed_at = Utc::now();
+            next.commit_id = commit_id.clone();
+            for retired in next
+                .retired_slots
+                .iter_mut()
+                .filter(|r| r.retired_at.is_none())
+            {
+                retired.retired_at = Some(next.committed_at);
+            }
+            let record = IndexVersion {
+                format_version: MANIFEST_FORMAT,
+                version: next.version,
+                committed_at: next.committed_at,
+                commit_id: commit_id.clone(),
+                base: None,
+                actions: base.diff(&next),
+            };
+            let bytes = encode("an index version", &record)?;
+            match self
+                .index_log
+                .put(next.version, bytes, &commit_id, commit_id_in)
+                .await?
+            {
+                journal::Put::Lost => {
+                    base = self.reload().await?;
+                    continue;
+                }
+                journal::Put::Landed => {}
+            }
+            let next = self.install(next, None);
+            if let Ok(mut pending) = self.forgotten.lock() {
+                pending.slots.retain(|s| !forgotten.slots.contains(s));
+                pending.retired.retain(|r| !forgotten.retired.contains(r));
+            }
+            // Its predecessor may be deleted once it is older than the window.
+            self.schedule_log_sweep(self.expiry(next.committed_at));
+            self.after_index_commit(&next).await;
+            return Ok((out, next));
+        }
+        Err(Error::TooManyRetries {
+            catalog: self.location.clone(),
+            attempts: MAX_COMMIT_ATTEMPTS,
+        })
+    }
+
+    /// Writes a checkpoint when one is due, then the pointer.
+    async fn after_index_commit(&self, index: &Index) {
+        let mut checkpoint = *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner());
+        if index.version % CHECKPOINT_INTERVAL == 0 && self.write_checkpoint(index).await {
+            // Two are kept: a reader may be reading the one before.
+            let older = checkpoint.filter(|c| *c < index.version);
+            if let Some(older) = older.and_then(|c| c.checked_sub(CHECKPOINT_INTERVAL)) {
+                let _ = self.store.delete(&self.checkpoint_path(older)).await;
+            }
+            checkpoint = Some(index.version);
+            *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = checkpoint;
+        }
+        self.index_log.write_pointer(journal::LatestPointer {
+            version: index.version,
+            checkpoint,
+        });
+    }
+
+    /// Writes the checkpoint of `index`; best effort (a missing checkpoint
+    /// only makes readers read more versions).
+    pub(super) async fn write_checkpoint(&self, index: &Index) -> bool {
+        let checkpoint = IndexCheckpoint {
+            format_version: MANIFEST_FORMAT,
+            index: index.clone(),
+        };
+        let Ok(bytes) = encode("a checkpoint", &checkpoint) else {
+            return false;
+        };
+        match self
+            .store
+            .put_opts(
+                &self.checkpoint_path(index.version),
+                PutPayload::from(bytes),
+                create_only(),
+            )
+            .await
+        {
+            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => true,
+            Err(e) => {
+                log::warn!(
+                    "could not write the checkpoint of version {}: {e}",
+                    index.version
+                );
+                false
+            }
+        }
+    }
+
+    /// Moves a format 1 catalog to format 2: every view's entry and data
+    /// become the first version of a log of its own, then one index version
+    /// with the whole index as its base is committed on top of the format 1
+    /// log. Returns whether it migrated (false: already format 2, or
+    /// nothing committed yet). Safe to race with other writers and other
+    /// migrations: the index version is written only if no version of its
+    /// number exists, and the view logs of a migration that lost are
+    /// deleted (nothing references them).
+    pub async fn migrate(&self) -> Result<bool> {
+        let base = self.reload().await?;
+        if !self.is_format_1() {
+            return Ok(false);
+        }
+        self.migrate_from(&base).await?;
+        self.reload().await?;
+        Ok(true)
+    }
+
+    async fn migrate_from(&self, base: &Index) -> Result<()> {
+        let Some(manifest) = self.legacy().filter(|m| m.version == base.version) else {
+            return Ok(());
+        };
+        let mut index = legacy_index(&manifest);
+        let writes: Vec<BoxFuture<'_, Result<(QualifiedName, SlotId)>>> = manifest
+            .views
+            .iter()
+            .map(|view| {
+                Box::pin(async move {
+                    let slot = self.create_view_log(view).await?;
+                    Ok((view.name.clone(), slot))
+                }) as BoxFuture<'_, _>
+            })
+            .collect();
+        let slots: Vec<(QualifiedName, SlotId)> = futures::stream::iter(writes)
+            .buffer_unordered(32)
+            .try_collect()
+            .await?;
+        for (name, slot) in &slots {
+            if let Some(entry) = index.views.get_mut(name) {
+                entry.slot = slot.clone();
+            }
+        }
+        let commit_id = crate::spec::new_id();
+        let version = manifest.version + 1;
+        let committed_at = Utc::now();
+        index.version = version;
+        index.committed_at = committed_at;
+        index.commit_id = commit_id.clone();
+        let record = IndexVersion {
+            format_version: MANIFEST_FORMAT,
+            version,
+            committed_at,
+            commit_id: commit_id.clone(),
+            base: Some(Box::new(index.clone())),
+            actions: vec![],
+        };
+        let bytes = encode("an index version", &record)?;
+        match self
+            .index_log
+            .put(version, bytes, &commit_id, commit_id_in)
+            .await
+        {
+            Ok(journal::Put::Landed) => {
+                log::info!(
+                    "catalog {} moved to format {MANIFEST_FORMAT} at version {version}",
+                    self.location
+                );
+                self.set_base_version(version);
+                let index = self.install(index, None);
+                self.after_index_commit(&index).await;
+                Ok(())
+            }
+            Ok(journal::Put::Lost) => {
+                for (_, slot) in slots {
+                    let _ = self.view_log(&slot).log.delete_all().await;
+                }
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Applies one index version to the index before it.
+pub(super) fn apply(index: &mut Index, version: &IndexVersion) {
+    index.apply(&version.actions);
+    index.version = version.version;
+    index.committed_at = version.committed_at;
+    index.commit_id = version.commit_id.clone();
+}

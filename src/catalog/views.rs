@@ -1,0 +1,323 @@
+//! The views' own logs: reading a view's latest state on demand, and
+//! committing a change to one view (a refresh) without touching the index
+//! or any other view.
+
+use super::index::index_entry;
+use super::*;
+
+/// One view log and what this process last read of it.
+#[derive(Debug)]
+pub(super) struct ViewLog {
+    pub(super) log: journal::Log,
+    state: RwLock<Option<Arc<ViewVersion>>>,
+    /// Retired entries whose files a cleanup deleted; the view's next
+    /// version drops them.
+    pub(super) forgotten: Mutex<Vec<RetiredSnapshot>>,
+    /// When something of this log may next have expired; `None`: unknown.
+    sweep_due: Mutex<Option<DateTime<Utc>>>,
+}
+
+impl ViewLog {
+    pub(super) fn sweep_due(&self) -> Option<DateTime<Utc>> {
+        *self.sweep_due.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn set_sweep_due(&self, at: DateTime<Utc>) {
+        *self.sweep_due.lock().unwrap_or_else(|e| e.into_inner()) = Some(at);
+    }
+
+    /// Makes the next sweep due no later than `at` (unknown stays unknown).
+    fn schedule_sweep(&self, at: DateTime<Utc>) {
+        if let Some(due) = self
+            .sweep_due
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_mut()
+        {
+            *due = (*due).min(at);
+        }
+    }
+}
+
+pub(super) fn parse_view_version(path: &str, bytes: &[u8], expected: u64) -> Result<ViewVersion> {
+    #[derive(serde::Deserialize)]
+    struct FormatOnly {
+        format_version: u32,
+    }
+    let corrupt = |reason: String| Error::CorruptManifest {
+        path: path.to_string(),
+        reason,
+    };
+    let format: FormatOnly = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if format.format_version > MANIFEST_FORMAT {
+        return Err(Error::UnsupportedFormat {
+            path: path.to_string(),
+            found: format.format_version,
+            supported: MANIFEST_FORMAT,
+        });
+    }
+    let version: ViewVersion = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if version.version != expected {
+        return Err(corrupt(format!(
+            "it says version {}, its name says {expected}",
+            version.version
+        )));
+    }
+    Ok(version)
+}
+
+impl Catalog {
+    /// The log of view log `slot` (one handle per slot per catalog).
+    pub(super) fn view_log(&self, slot: &str) -> Arc<ViewLog> {
+        let mut logs = self.view_logs.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(logs.entry(slot.to_owned()).or_insert_with(|| {
+            let dir = self.path(&format!("_matview/views/{slot}"));
+            let pointer = dir.clone().join("_latest.json");
+            Arc::new(ViewLog {
+                log: journal::Log::new(
+                    Arc::clone(&self.store),
+                    dir,
+                    pointer,
+                    self.location.clone(),
+                    self.display_prefix(),
+                    self.retention,
+                ),
+                state: RwLock::new(None),
+                forgotten: Mutex::new(vec![]),
+                sweep_due: Mutex::new(None),
+            })
+        }))
+    }
+
+    /// Writes the first version of a new view log holding `view`, for an
+    /// index commit to reference (until then nothing does, like data files
+    /// not yet committed). Returns the log's slot.
+    pub async fn create_view_log(&self, view: &ViewEntry) -> Result<SlotId> {
+        let slot = crate::spec::new_id();
+        let record = ViewVersion {
+            format_version: MANIFEST_FORMAT,
+            version: 1,
+            committed_at: Utc::now(),
+            commit_id: crate::spec::new_id(),
+            view: view.clone(),
+            retired: vec![],
+        };
+        let log = self.view_log(&slot);
+        let bytes = encode_view(&record)?;
+        match log
+            .log
+            .put(1, bytes, &record.commit_id, commit_id_in)
+            .await?
+        {
+            journal::Put::Landed => {}
+            journal::Put::Lost => {
+                return Err(Error::CorruptManifest {
+                    path: log.log.display(&log.log.version_path(1)),
+                    reason: "a new view log already has a first version".into(),
+                });
+            }
+        }
+        log.log.write_pointer(journal::LatestPointer {
+            version: 1,
+            checkpoint: None,
+        });
+        *log.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(record));
+        Ok(slot)
+    }
+
+    /// Deletes a view log no index version references (a CREATE whose
+    /// commit was rejected).
+    pub async fn discard_view_log(&self, slot: &str) -> Result<()> {
+        self.view_log(slot).log.delete_all().await?;
+        self.view_logs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(slot);
+        Ok(())
+    }
+
+    /// The latest state of view log `slot`: one `HEAD` when this process
+    /// has read it before and nothing changed.
+    pub(super) async fn load_view_log(&self, slot: &str) -> Result<Arc<ViewVersion>> {
+        let log = self.view_log(slot);
+        let cached = log.state.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(state) = &cached
+            && log.log.still_latest(state.version).await?
+        {
+            return Ok(Arc::clone(state));
+        }
+        let (latest, _) = log.log.latest_version().await?;
+        let Some(latest) = latest else {
+            return Err(Error::CorruptManifest {
+                path: log.log.display(log.log.dir()),
+                reason: "the view's log has no version; run RECOVER MATERIALIZED VIEWS".into(),
+            });
+        };
+        if let Some(state) = cached.filter(|s| s.version >= latest) {
+            return Ok(state);
+        }
+        let path = log.log.version_path(latest);
+        let bytes = self.store.get(&path).await?.bytes().await?;
+        let state = Arc::new(parse_view_version(&log.log.display(&path), &bytes, latest)?);
+        Ok(install_view(&log, state))
+    }
+
+    /// The latest state of the view named `name` in the loaded index (see
+    /// [`Self::reload`]), read from its log on demand; `None`: no such view.
+    pub async fn view(&self, name: &QualifiedName) -> Result<Option<Arc<ViewVersion>>> {
+        let index = self.index();
+        let Some(entry) = index.view(name) else {
+            return Ok(None);
+        };
+        if entry.slot.is_empty() {
+            return Ok(self.legacy_view(name));
+        }
+        self.load_view_log(&entry.slot).await.map(Some)
+    }
+
+    /// [`Self::view`]'s entry alone.
+    pub async fn entry(&self, name: &QualifiedName) -> Result<Option<ViewEntry>> {
+        Ok(self.view(name).await?.map(|v| v.view.clone()))
+    }
+
+    /// Every view of the loaded index, sorted by name (reads each view's
+    /// log; for listings).
+    pub async fn views(&self) -> Result<Vec<Arc<ViewVersion>>> {
+        let index = self.index();
+        let reads: Vec<BoxFuture<'_, Result<Option<Arc<ViewVersion>>>>> = index
+            .views
+            .keys()
+            .cloned()
+            .map(|name| Box::pin(async move { self.view(&name).await }) as BoxFuture<'_, _>)
+            .collect();
+        futures::stream::iter(reads)
+            .buffered(32)
+            .try_filter_map(|v| futures::future::ready(Ok(v)))
+            .try_collect()
+            .await
+    }
+
+    /// A format 1 view as a view version.
+    fn legacy_view(&self, name: &QualifiedName) -> Option<Arc<ViewVersion>> {
+        let manifest = self.legacy()?;
+        let view = manifest.view(name)?.clone();
+        let dirs = view.data_dirs();
+        Some(Arc::new(ViewVersion {
+            format_version: manifest.format_version,
+            version: manifest.version,
+            committed_at: manifest.committed_at,
+            commit_id: manifest.commit_id.clone(),
+            retired: manifest
+                .retired
+                .iter()
+                .filter(|r| dirs.contains(&r.dir))
+                .cloned()
+                .collect(),
+            view,
+        }))
+    }
+
+    /// Commits a change to one view: `change` gets the latest index and a
+    /// copy of the view's latest state, checks its own preconditions there
+    /// (it is re-run when another writer changed the view first) and
+    /// changes the state; one new version of the view's log is written.
+    /// Refreshes of different views never touch the same file. Returns what
+    /// `change` returned and the committed state.
+    pub async fn commit_view<T>(
+        &self,
+        name: &QualifiedName,
+        display: &str,
+        mut change: impl FnMut(&Index, &mut ViewVersion) -> Result<T>,
+    ) -> Result<(T, Arc<ViewVersion>)> {
+        let mut index = self.reload().await?;
+        if self.is_format_1() {
+            self.migrate().await?;
+            index = self.reload().await?;
+        }
+        let commit_id = crate::spec::new_id();
+        for _ in 0..MAX_COMMIT_ATTEMPTS {
+            let Some(entry) = index.view(name) else {
+                return Err(Error::CommitConflict {
+                    name: display.to_string(),
+                    reason: "it was dropped by another session".into(),
+                });
+            };
+            let log = self.view_log(&entry.slot);
+            let base = self.load_view_log(&entry.slot).await?;
+            let forgotten = log.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
+            let mut next = (*base).clone();
+            let out = change(&index, &mut next)?;
+            next.retired.retain(|r| !forgotten.contains(r));
+            next.format_version = MANIFEST_FORMAT;
+            next.version = base.version + 1;
+            next.committed_at = Utc::now();
+            next.commit_id = commit_id.clone();
+            for retired in next.retired.iter_mut().filter(|r| r.retired_at.is_none()) {
+                retired.retired_at = Some(next.committed_at);
+            }
+            let bytes = encode_view(&next)?;
+            match log
+                .log
+                .put(next.version, bytes, &commit_id, commit_id_in)
+                .await?
+            {
+                journal::Put::Lost => {
+                    index = self.reload().await?;
+                    continue;
+                }
+                journal::Put::Landed => {}
+            }
+            if let Ok(mut pending) = log.forgotten.lock() {
+                pending.retain(|r| !forgotten.contains(r));
+            }
+            log.log.write_pointer(journal::LatestPointer {
+                version: next.version,
+                checkpoint: None,
+            });
+            log.schedule_sweep(self.expiry(next.committed_at));
+            let next = install_view(&log, Arc::new(next));
+            return Ok((out, next));
+        }
+        Err(Error::TooManyRetries {
+            catalog: self.location.clone(),
+            attempts: MAX_COMMIT_ATTEMPTS,
+        })
+    }
+
+    /// The index entry a new definition `view` gets once its log is `slot`.
+    pub fn index_entry(view: &ViewEntry, slot: SlotId) -> IndexEntry {
+        index_entry(view, slot)
+    }
+}
+
+fn install_view(log: &ViewLog, state: Arc<ViewVersion>) -> Arc<ViewVersion> {
+    let mut guard = log.state.write().unwrap_or_else(|e| e.into_inner());
+    match &*guard {
+        Some(current) if current.version >= state.version => Arc::clone(current),
+        _ => {
+            *guard = Some(Arc::clone(&state));
+            state
+        }
+    }
+}
+
+fn encode_view(version: &ViewVersion) -> Result<Vec<u8>> {
+    serde_json::to_vec(version).map_err(|e| Error::Encoding {
+        what: "a view version",
+        reason: e.to_string(),
+    })
+}
+
+pub(super) fn commit_id_in(bytes: &[u8]) -> Result<String> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        #[serde(default)]
+        commit_id: String,
+    }
+    serde_json::from_slice::<Id>(bytes)
+        .map(|id| id.commit_id)
+        .map_err(|e| Error::CorruptManifest {
+            path: "a version read back".into(),
+            reason: e.to_string(),
+        })
+}

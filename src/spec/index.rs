@@ -1,0 +1,350 @@
+//! Format 2 of the catalog's metadata: a small catalog-level log (the
+//! index: which views exist, which log holds each, the remembered
+//! relations) and one log per view definition (its entry and data).
+//!
+//! ```text
+//! <root>/_matview/log/00000000000000000042.json      index versions: changes only
+//! <root>/_matview/checkpoint/00000000000000000040.json  the index at a version
+//! <root>/_matview/views/<slot>/00000000000000000007.json  one view's states
+//! ```
+//!
+//! A refresh writes one version of its view's log, whose size does not
+//! depend on how many other views exist, and never races with a refresh of
+//! another view. CREATE, DROP and the remembered relations write one index
+//! version holding only what changed; a reader catches up by reading the
+//! versions after the one it has, or a checkpoint and the versions after it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::*;
+
+/// How a view's log is found from the index: the folder name under
+/// `_matview/views/`. A new one for every definition (CREATE, CREATE OR
+/// REPLACE) and for every view a migration copies, so two writers never
+/// write the same log unless they change the same definition.
+pub type SlotId = String;
+
+/// What the index knows of one materialized view: enough to list it,
+/// to find its log, and to know what depends on what, without reading the
+/// view's log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    /// Fully qualified name.
+    pub name: QualifiedName,
+    /// The definition's identity ([`ViewEntry::id`]).
+    pub id: String,
+    /// The folder of the view's log.
+    pub slot: SlotId,
+    /// The tables and views the query reads directly.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<QualifiedName>,
+}
+
+/// A view log no longer in the index (its view was dropped or replaced):
+/// its files and the data its states reference are deleted once it has
+/// been retired for the retention window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetiredSlot {
+    /// The log's folder.
+    pub slot: SlotId,
+    /// When the index version that retired it was committed (`None` only
+    /// inside an uncommitted change).
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+/// The catalog-level state at one index version. Not a file: each index
+/// version stores only its [`IndexAction`]s, and a checkpoint stores this.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Index {
+    /// The index version this is the state at (0: nothing committed).
+    pub version: u64,
+    /// When that version was committed.
+    pub committed_at: DateTime<Utc>,
+    /// Identity of the commit that wrote that version.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub commit_id: String,
+    /// Every materialized view, by name.
+    #[serde(with = "entries")]
+    pub views: BTreeMap<QualifiedName, IndexEntry>,
+    /// External tables and plain views the catalog remembers, in creation order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relations: Vec<RelationEntry>,
+    /// View logs of dropped or replaced definitions, kept for readers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired_slots: Vec<RetiredSlot>,
+    /// Snapshots retired before the catalog moved to this format (its
+    /// format 1 manifest kept them for all views); they expire as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<RetiredSnapshot>,
+}
+
+/// The views of an [`Index`] as a list sorted by name (JSON object keys
+/// must be strings).
+mod entries {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        views: &BTreeMap<QualifiedName, IndexEntry>,
+        s: S,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(views.values())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> std::result::Result<BTreeMap<QualifiedName, IndexEntry>, D::Error> {
+        let list = Vec::<IndexEntry>::deserialize(d)?;
+        Ok(list.into_iter().map(|e| (e.name.clone(), e)).collect())
+    }
+}
+
+/// One change an index version makes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IndexAction {
+    /// A view created, or replaced by a new definition.
+    PutView(IndexEntry),
+    /// A view dropped.
+    RemoveView(QualifiedName),
+    /// The remembered relations, all of them, in creation order (they are
+    /// few: statements a user typed).
+    Relations(Vec<RelationEntry>),
+    /// View logs retired.
+    RetireSlots(Vec<RetiredSlot>),
+    /// Retired view logs whose files a cleanup deleted.
+    ForgetSlots(Vec<SlotId>),
+    /// Retired format-1 snapshots whose files a cleanup deleted.
+    ForgetRetired(Vec<RetiredSnapshot>),
+}
+
+/// One index version file, `_matview/log/{version:020}.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexVersion {
+    /// [`MANIFEST_FORMAT`]; 1 is a whole [`Manifest`] instead.
+    pub format_version: u32,
+    /// Version number, as in the file name.
+    pub version: u64,
+    /// When it was committed.
+    pub committed_at: DateTime<Utc>,
+    /// Identity of the commit that wrote it.
+    pub commit_id: String,
+    /// The whole state before the actions apply, when this version does
+    /// not follow the previous one (the first version of the format: a
+    /// migration or a recovery).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<Box<Index>>,
+    /// The changes, applied in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<IndexAction>,
+}
+
+/// A checkpoint, `_matview/checkpoint/{version:020}.json`: the index at
+/// that version, so a reader needs not read every version before it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IndexCheckpoint {
+    /// [`MANIFEST_FORMAT`].
+    pub format_version: u32,
+    /// The state.
+    pub index: Index,
+}
+
+/// One version of a view's log, `_matview/views/<slot>/{version:020}.json`:
+/// the complete state of that one view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewVersion {
+    /// [`MANIFEST_FORMAT`].
+    pub format_version: u32,
+    /// Version number within the view's log, from 1.
+    pub version: u64,
+    /// When it was committed.
+    pub committed_at: DateTime<Utc>,
+    /// Identity of the commit that wrote it.
+    pub commit_id: String,
+    /// The view.
+    pub view: ViewEntry,
+    /// This view's snapshots that no longer serve it (replaced by a
+    /// refresh, or files an incremental refresh evicted), kept for readers
+    /// of earlier versions until the retention window has passed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<RetiredSnapshot>,
+}
+
+impl Index {
+    /// The entry of that name, if any.
+    pub fn view(&self, name: &QualifiedName) -> Option<&IndexEntry> {
+        self.views.get(name)
+    }
+
+    /// Adds or replaces a view's entry; a replaced definition's log is
+    /// retired.
+    pub fn put_view(&mut self, entry: IndexEntry) {
+        if let Some(old) = self.views.insert(entry.name.clone(), entry)
+            && let Some(new) = self.views.get(&old.name)
+            && new.slot != old.slot
+        {
+            self.retired_slots.push(RetiredSlot {
+                slot: old.slot,
+                retired_at: None,
+            });
+        }
+    }
+
+    /// Removes a view, retiring its log; returns it if it was there.
+    pub fn remove_view(&mut self, name: &QualifiedName) -> Option<IndexEntry> {
+        let old = self.views.remove(name)?;
+        self.retired_slots.push(RetiredSlot {
+            slot: old.slot.clone(),
+            retired_at: None,
+        });
+        Some(old)
+    }
+
+    /// Remembers a relation, replacing one of the same name (which keeps
+    /// its place in the creation order).
+    pub fn upsert_relation(&mut self, entry: RelationEntry) {
+        match self.relations.iter_mut().find(|r| r.name == entry.name) {
+            Some(existing) => *existing = entry,
+            None => self.relations.push(entry),
+        }
+    }
+
+    /// Forgets a relation; returns whether it was remembered.
+    pub fn remove_relation(&mut self, name: &QualifiedName) -> bool {
+        let before = self.relations.len();
+        self.relations.retain(|r| &r.name != name);
+        before != self.relations.len()
+    }
+
+    /// The actions that turn `self` into `next`.
+    pub fn diff(&self, next: &Index) -> Vec<IndexAction> {
+        let mut actions = vec![];
+        for (name, entry) in &next.views {
+            if self.views.get(name) != Some(entry) {
+                actions.push(IndexAction::PutView(entry.clone()));
+            }
+        }
+        for name in self.views.keys() {
+            if !next.views.contains_key(name) {
+                actions.push(IndexAction::RemoveView(name.clone()));
+            }
+        }
+        if self.relations != next.relations {
+            actions.push(IndexAction::Relations(next.relations.clone()));
+        }
+        let before: BTreeSet<&str> = self.retired_slots.iter().map(|r| r.slot.as_str()).collect();
+        let after: BTreeSet<&str> = next.retired_slots.iter().map(|r| r.slot.as_str()).collect();
+        let added: Vec<RetiredSlot> = next
+            .retired_slots
+            .iter()
+            .filter(|r| !before.contains(r.slot.as_str()))
+            .cloned()
+            .collect();
+        if !added.is_empty() {
+            actions.push(IndexAction::RetireSlots(added));
+        }
+        let gone: Vec<SlotId> = before.difference(&after).map(|s| (*s).to_owned()).collect();
+        if !gone.is_empty() {
+            actions.push(IndexAction::ForgetSlots(gone));
+        }
+        let forgotten: Vec<RetiredSnapshot> = self
+            .retired
+            .iter()
+            .filter(|r| !next.retired.contains(r))
+            .cloned()
+            .collect();
+        if !forgotten.is_empty() {
+            actions.push(IndexAction::ForgetRetired(forgotten));
+        }
+        actions
+    }
+
+    /// Applies the actions of one version.
+    pub fn apply(&mut self, actions: &[IndexAction]) {
+        for action in actions {
+            match action {
+                IndexAction::PutView(entry) => {
+                    self.views.insert(entry.name.clone(), entry.clone());
+                }
+                IndexAction::RemoveView(name) => {
+                    self.views.remove(name);
+                }
+                IndexAction::Relations(relations) => self.relations = relations.clone(),
+                IndexAction::RetireSlots(slots) => {
+                    for slot in slots {
+                        if !self.retired_slots.iter().any(|r| r.slot == slot.slot) {
+                            self.retired_slots.push(slot.clone());
+                        }
+                    }
+                }
+                IndexAction::ForgetSlots(slots) => {
+                    self.retired_slots.retain(|r| !slots.contains(&r.slot));
+                }
+                IndexAction::ForgetRetired(retired) => {
+                    self.retired.retain(|r| !retired.contains(r));
+                }
+            }
+        }
+    }
+}
+
+impl ViewVersion {
+    /// Replaces the view's data, retiring what the new snapshot does not
+    /// use of the old one.
+    pub fn set_snapshot(&mut self, snapshot: Snapshot) {
+        let old = self.view.clone();
+        self.view.snapshot = Some(snapshot);
+        self.retired.extend(retired_between(&old, &self.view));
+    }
+
+    /// Snapshot directories this state references or keeps for older
+    /// readers, relative to the catalog root.
+    pub fn known_snapshot_dirs(&self) -> BTreeSet<String> {
+        self.view
+            .data_dirs()
+            .into_iter()
+            .chain(self.retired.iter().map(|r| r.dir.clone()))
+            .collect()
+    }
+}
+
+/// What `old` used that `new` does not: whole directories, and single
+/// files evicted from a directory `new` still uses (an incremental refresh
+/// keeps some files of the snapshot before and evicts others).
+pub fn retired_between(old: &ViewEntry, new: &ViewEntry) -> Vec<RetiredSnapshot> {
+    let keep = new.data_dirs();
+    let kept_files: BTreeSet<&str> = new
+        .snapshot
+        .iter()
+        .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+        .collect();
+    let mut retired = vec![];
+    for dir in old.data_dirs() {
+        if !keep.contains(&dir) {
+            retired.push(RetiredSnapshot {
+                dir,
+                retired_at: None,
+                files: vec![],
+            });
+            continue;
+        }
+        let evicted: Vec<String> = old
+            .snapshot
+            .iter()
+            .flat_map(|s| &s.files)
+            .filter(|f| {
+                f.path.rsplit_once('/').map(|(d, _)| d) == Some(dir.as_str())
+                    && !kept_files.contains(f.path.as_str())
+            })
+            .map(|f| f.path.clone())
+            .collect();
+        if !evicted.is_empty() {
+            retired.push(RetiredSnapshot {
+                dir,
+                retired_at: None,
+                files: evicted,
+            });
+        }
+    }
+    retired
+}
