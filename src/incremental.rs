@@ -351,11 +351,24 @@ fn listing_of(
     Ok(listing.clone())
 }
 
-/// Whether `scan` reads `provider`.
+/// Whether `scan` reads `provider` (the same instance, or another provider
+/// of the same materialized view).
 fn reads(scan: &TableScan, provider: &Arc<dyn TableProvider>) -> bool {
-    source_as_provider(&scan.source)
-        .map(|p| std::ptr::addr_eq(Arc::as_ptr(&p), Arc::as_ptr(provider)))
-        .unwrap_or(false)
+    let Ok(scanned) = source_as_provider(&scan.source) else {
+        return false;
+    };
+    if std::ptr::addr_eq(Arc::as_ptr(&scanned), Arc::as_ptr(provider)) {
+        return true;
+    }
+    let view = |p: &Arc<dyn TableProvider>| {
+        (Arc::clone(p) as Arc<dyn std::any::Any + Send + Sync>)
+            .downcast::<MaterializedViewTable>()
+            .ok()
+    };
+    match (view(&scanned), view(provider)) {
+        (Some(a), Some(b)) => a.same_view(&b),
+        _ => false,
+    }
 }
 
 /// Whether `plan` reads `provider` anywhere, subqueries included.

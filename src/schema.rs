@@ -104,10 +104,13 @@ impl MatviewSchemaProvider {
         let mut tables = self.tables.lock().unwrap_or_else(|e| e.into_inner());
         let name = &state.view.name;
         let display = self.display(name);
+        // One provider per definition, so that plans made at different
+        // times name the same table.
         if let Some(table) = tables.get(&name.name)
-            && Arc::ptr_eq(&table.state(), &state)
+            && table.state().view.id == state.view.id
             && table.display_name() == display
         {
+            table.set_state(state);
             return Arc::clone(table);
         }
         let table = Arc::new(MaterializedViewTable::new(

@@ -126,7 +126,9 @@ pub struct CreateOutcome {
     /// Rows of its first snapshot; `None` when it was not populated (WITH
     /// NO DATA, or skipped).
     pub rows_written: Option<u64>,
-    /// The catalog version that committed it (when skipped, the current one).
+    /// The version of the view's own log: 1 for a view created or
+    /// replaced (a new definition starts a new log); when skipped, the
+    /// existing view's (0 when the name is another kind of relation).
     pub version: u64,
 }
 
@@ -233,7 +235,8 @@ pub struct RefreshOutcome {
     /// Rows written: the whole new snapshot for `full`; for `incremental`
     /// the new rows (of a merged aggregate: every group).
     pub rows_written: u64,
-    /// Catalog version that committed it (for `no_op`, the current one).
+    /// The version of the view's own log that committed it (for `no_op`,
+    /// the current one): one more per refresh that landed.
     pub version: u64,
     /// Rows of the previous snapshot that the new one no longer has (its
     /// evicted or replaced files).

@@ -89,7 +89,7 @@ impl MaterializedViewTable {
             .ok_or_else(|| Error::NotFound {
                 name: self.display_name.clone(),
             })?;
-        *self.state.write().unwrap_or_else(|e| e.into_inner()) = Arc::clone(&state);
+        self.set_state(Arc::clone(&state));
         Ok(state)
     }
 
@@ -103,6 +103,24 @@ impl MaterializedViewTable {
     /// The view's name as messages show it.
     pub fn display_name(&self) -> &str {
         &self.display_name
+    }
+
+    /// Keeps `state` as the one last read (a newer state of the same
+    /// definition).
+    pub(crate) fn set_state(&self, state: Arc<ViewVersion>) {
+        let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
+        if state.version >= guard.version || state.view.id != guard.view.id {
+            *guard = state;
+        }
+    }
+
+    /// Whether `self` and `other` are providers of the same definition of
+    /// the same view of the same catalog (two instances may read it, for
+    /// example one kept in the plan of a plain view made earlier).
+    pub fn same_view(&self, other: &MaterializedViewTable) -> bool {
+        Arc::ptr_eq(&self.catalog, &other.catalog)
+            && self.name == other.name
+            && self.state().view.id == other.state().view.id
     }
 
     /// The state of the view this provider last read.

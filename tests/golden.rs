@@ -9,8 +9,9 @@
 //! lineage). Reading it must give exactly these values, and writing them
 //! back must give exactly that JSON: renaming, dropping or re-encoding a
 //! field (ours, or the Arrow schema's serde form) fails here before it can
-//! strand a catalog. `manifest-format2.json` stands for a newer build's
-//! file: refused by name, never half read.
+//! strand a catalog (format 1 is what catalogs written before format 2 hold;
+//! this build reads and migrates them). `manifest-format3.json` stands for
+//! a newer build's file: refused by name, never half read.
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion_matview::Error;
@@ -18,7 +19,7 @@ use datafusion_matview::catalog::parse_manifest;
 use datafusion_matview::spec::{Fingerprint, Manifest, QualifiedName, RelationKind};
 
 const FORMAT1: &str = include_str!("data/manifest-format1.json");
-const FORMAT2: &str = include_str!("data/manifest-format2.json");
+const FORMAT3: &str = include_str!("data/manifest-format3.json");
 
 fn read() -> Manifest {
     parse_manifest("tests/data/manifest-format1.json", FORMAT1.as_bytes(), 11).unwrap()
@@ -130,18 +131,18 @@ fn format_1_reads_every_kind_of_entry() {
 
 #[test]
 fn a_newer_format_is_refused_by_name() {
-    let err = parse_manifest("cat/_matview/log/12.json", FORMAT2.as_bytes(), 12).unwrap_err();
+    let err = parse_manifest("cat/_matview/log/12.json", FORMAT3.as_bytes(), 12).unwrap_err();
     assert!(matches!(
         err,
         Error::UnsupportedFormat {
-            found: 2,
-            supported: 1,
+            found: 3,
+            supported: 2,
             ..
         }
     ));
     assert_eq!(
         err.to_string(),
-        "manifest cat/_matview/log/12.json has format version 2, but this build reads up to 1\n\
+        "manifest cat/_matview/log/12.json has format version 3, but this build reads up to 2\n\
          HINT: Upgrade datafusion-matview to use this catalog."
     );
 }

@@ -949,7 +949,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
     }
     let log = catalog.join("_matview/log");
     let latest = files_under(&log).into_iter().max().unwrap();
-    // Truncated: the error names the file and says what to do.
+    // The index truncated: the error names the file and says what to do.
     let text = std::fs::read_to_string(log.join(&latest)).unwrap();
     std::fs::write(log.join(&latest), &text[..text.len() / 2]).unwrap();
     let err = MatviewSession::open(SessionContext::new(), &location)
@@ -978,6 +978,39 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
         matches!(err, Error::UnsupportedFormat { found: 7, .. }),
         "{err}"
     );
+
+    std::fs::write(log.join(&latest), &text).unwrap();
+    // The last refresh of `a` lost: its log's latest version truncated.
+    // Opening reads no view's log; a query of `a` names the file.
+    let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
+    let slot = s
+        .catalog()
+        .index()
+        .view(&datafusion_matview::spec::QualifiedName::new(
+            "datafusion",
+            "public",
+            "a",
+        ))
+        .unwrap()
+        .slot
+        .clone();
+    let a_log = catalog.join("_matview/views").join(&slot);
+    let a_latest = files_under(&a_log)
+        .into_iter()
+        .filter(|f| f != "_latest.json")
+        .max()
+        .unwrap();
+    let a_text = std::fs::read_to_string(a_log.join(&a_latest)).unwrap();
+    std::fs::write(a_log.join(&a_latest), &a_text[..a_text.len() / 2]).unwrap();
+    let err = s.sql("SELECT * FROM a").await.unwrap_err().to_string();
+    assert!(
+        err.contains(&format!(
+            "manifest {}/_matview/views/{slot}/{a_latest} is unreadable",
+            absolute.display()
+        )),
+        "{err}"
+    );
+    drop(s);
 
     // The newest readable version knows the views (and that `gone` was
     // dropped); the lost refresh of `a` is found from its snapshot marker.
@@ -1033,6 +1066,13 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
         .unwrap();
     s.sql("REFRESH MATERIALIZED VIEW later").await.unwrap();
     s.sql("REFRESH MATERIALIZED VIEW a FULL").await.unwrap();
+    // Two index versions after the recovery's.
+    s.sql("CREATE MATERIALIZED VIEW g1 AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW g2 AS SELECT 2 AS x")
+        .await
+        .unwrap();
     // (Waits for the session's own pointer write.)
     s.catalog().reload().await.unwrap();
     let versions: Vec<String> = files_under(&log).into_iter().collect();
@@ -1146,7 +1186,8 @@ async fn another_process_commits_are_seen_without_listing() {
     assert!(reader.sql("SELECT x FROM w").await.is_err());
     // Opening after hundreds of commits reads a pointer, probes, makes one
     // LIST that starts after the latest version (a gap in the log would
-    // show there) and reads one manifest.
+    // show there), and reads the newest checkpoint and the index versions
+    // after it (at most CHECKPOINT_INTERVAL); no view's log.
     use std::sync::atomic::Ordering::SeqCst;
     let lists = store.counters().lists.load(SeqCst);
     let (gets, heads) = (
@@ -1163,7 +1204,11 @@ async fn another_process_commits_are_seen_without_listing() {
         .unwrap();
     assert_eq!(again.catalog().index().views.len(), 1);
     assert_eq!(store.counters().lists.load(SeqCst), lists + 1);
-    assert!(store.counters().gets.load(SeqCst) - gets <= 2);
+    let read = store.counters().gets.load(SeqCst) - gets;
+    assert!(
+        read <= 2 + datafusion_matview::catalog::CHECKPOINT_INTERVAL,
+        "{read} reads"
+    );
     assert!(store.counters().heads.load(SeqCst) - heads <= 3);
 }
 
@@ -1297,12 +1342,17 @@ async fn a_view_from_a_newer_definition_format_is_queryable_but_not_refreshable(
             .await
             .unwrap();
     }
-    // Written by a future version: definition format 2.
-    let log = catalog.join("_matview/log");
-    let latest = files_under(&log).into_iter().max().unwrap();
-    let text = std::fs::read_to_string(log.join(&latest)).unwrap();
+    // Written by a future version: definition format 2 (in the view's log).
+    let views = catalog.join("_matview/views");
+    let latest = files_under(&views)
+        .into_iter()
+        .filter(|f| !f.ends_with("_latest.json"))
+        .max()
+        .unwrap();
+    let text = std::fs::read_to_string(views.join(&latest)).unwrap();
+    assert!(text.contains("\"format\":1"), "{text}");
     std::fs::write(
-        log.join(&latest),
+        views.join(&latest),
         text.replacen("\"format\":1", "\"format\":2", 1),
     )
     .unwrap();

@@ -453,19 +453,29 @@ impl Catalog {
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = Some(DateTime::<Utc>::MAX_UTC);
         // Versions are deleted only below a checkpoint, which reading the
-        // index starts from instead: one of the loaded index is written
-        // when the newest known is older.
+        // index starts from instead: when versions have expired that the
+        // newest checkpoint known does not cover, one of the loaded index
+        // is written first.
+        let versions = self.index_log.list_versions().await?;
+        let expired_below = versions
+            .windows(2)
+            .take_while(|pair| pair[1].1 <= cutoff)
+            .map(|pair| pair[0].0)
+            .last();
         let index = self.index();
         let mut newest = *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner());
         let floor = newest.max(self.base_version()).unwrap_or(0);
-        if index.version > floor && self.write_checkpoint(&index).await {
+        if expired_below.is_some_and(|v| v >= floor)
+            && index.version > floor
+            && self.write_checkpoint(&index).await
+        {
             newest = Some(index.version);
             *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = newest;
         }
         let keep_from = newest.max(self.base_version()).unwrap_or(0);
         let (mut deleted, oldest) = self
             .index_log
-            .sweep(cutoff, keep_from, repair.then_some(newest))
+            .sweep_listed(&versions, cutoff, keep_from, repair.then_some(newest))
             .await?;
         if repair {
             let checkpoints = self.list_checkpoints().await?;

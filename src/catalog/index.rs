@@ -154,22 +154,44 @@ impl Catalog {
         latest: u64,
         checkpoint: Option<u64>,
     ) -> Result<(Index, Option<Arc<Manifest>>)> {
-        // The checkpoint the pointer names, else the newest listed.
-        let mut start = None;
-        if let Some(c) = checkpoint.filter(|c| *c <= latest) {
-            start = self.read_checkpoint(c).await?;
+        // The checkpoint the pointer names; when a version after it is gone
+        // (a newer checkpoint the pointer does not name yet covers it), or
+        // there is none, the newest listed.
+        if let Some(c) = checkpoint.filter(|c| *c <= latest)
+            && let Some(start) = self.read_checkpoint(c).await?
+            && let Some(read) = self.walk_back(Some(start), latest).await?
+        {
+            return Ok(read);
         }
-        if start.is_none() {
-            let listed = self.list_checkpoints().await?;
-            for c in listed.into_iter().rev().filter(|c| *c <= latest) {
-                if let Some(index) = self.read_checkpoint(c).await? {
-                    start = Some(index);
-                    break;
-                }
+        let mut start = None;
+        for c in self.list_checkpoints().await?.into_iter().rev() {
+            if c <= latest
+                && let Some(index) = self.read_checkpoint(c).await?
+            {
+                start = Some(index);
+                break;
             }
         }
-        // Walk back from the latest to a version with a base (or a format 1
-        // manifest), or to the checkpoint.
+        match self.walk_back(start, latest).await? {
+            Some(read) => Ok(read),
+            None => Err(Error::CorruptManifest {
+                path: self.index_log.display(&self.index_log.dir().clone()),
+                reason: "an index version is missing and no checkpoint covers it; \
+                         run RECOVER MATERIALIZED VIEWS"
+                    .into(),
+            }),
+        }
+    }
+
+    /// The index at `latest`: the versions from `latest` back to `start`
+    /// (a checkpoint), a version with a base, a format 1 manifest or the
+    /// beginning, applied in order. `None` when a version on the way is
+    /// missing.
+    async fn walk_back(
+        &self,
+        mut start: Option<Index>,
+        latest: u64,
+    ) -> Result<Option<(Index, Option<Arc<Manifest>>)>> {
         let floor = start.as_ref().map_or(0, |i| i.version);
         let mut changes = vec![];
         let mut version = latest;
@@ -198,16 +220,7 @@ impl Catalog {
                     legacy = Some(Arc::new(manifest));
                     break index;
                 }
-                None => {
-                    return Err(Error::CorruptManifest {
-                        path: self
-                            .index_log
-                            .display(&self.index_log.version_path(version)),
-                        reason: "the index version is missing and no checkpoint covers it; \
-                                 run RECOVER MATERIALIZED VIEWS"
-                            .into(),
-                    });
-                }
+                None => return Ok(None),
             }
             version -= 1;
         };
@@ -220,7 +233,7 @@ impl Catalog {
                 reason: "a format 1 version follows format 2 versions".into(),
             });
         }
-        Ok((base, legacy))
+        Ok(Some((base, legacy)))
     }
 
     async fn read_checkpoint(&self, version: u64) -> Result<Option<Index>> {

@@ -321,6 +321,18 @@ impl Log {
         repair: Option<Option<u64>>,
     ) -> Result<(usize, Option<DateTime<Utc>>)> {
         let versions = self.list_versions().await?;
+        self.sweep_listed(&versions, cutoff, keep_from, repair)
+            .await
+    }
+
+    /// [`Self::sweep`] over `versions`, as [`Self::list_versions`] gave them.
+    pub(super) async fn sweep_listed(
+        &self,
+        versions: &[(u64, DateTime<Utc>)],
+        cutoff: DateTime<Utc>,
+        keep_from: u64,
+        repair: Option<Option<u64>>,
+    ) -> Result<(usize, Option<DateTime<Utc>>)> {
         if let (Some(checkpoint), Some((latest, _))) = (repair, versions.last()) {
             self.write_pointer(LatestPointer {
                 version: *latest,

@@ -50,12 +50,18 @@ impl MatviewSession {
         let replaced = index.view(&name).map(|e| e.id.clone());
         match self.kind_of(&index, &name).await? {
             None => {}
-            Some(_) if create.if_not_exists => {
+            Some(kind) if create.if_not_exists => {
+                let version = match kind {
+                    Kind::MaterializedView => {
+                        self.catalog.view(&name).await?.map_or(0, |v| v.version)
+                    }
+                    _ => 0,
+                };
                 return Ok(CreateOutcome {
                     view: display,
                     action: CreateAction::Skipped,
                     rows_written: None,
-                    version: index.version,
+                    version,
                 });
             }
             Some(Kind::MaterializedView) if create.or_replace => {}
@@ -176,8 +182,8 @@ impl MatviewSession {
                 Ok(())
             })
             .await;
-        let committed = match committed {
-            Ok((_, index)) => index,
+        match committed {
+            Ok(_) => {}
             Err(e) => {
                 // Only what provably did not land is ours to delete.
                 if e.commit_rejected() {
@@ -200,7 +206,7 @@ impl MatviewSession {
                 None => CreateAction::Created,
             },
             rows_written: entry.snapshot.as_ref().map(|s| s.row_count),
-            version: committed.version,
+            version: 1,
         })
     }
 
