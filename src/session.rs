@@ -449,6 +449,17 @@ impl MatviewSession {
             .await
     }
 
+    /// Moves a catalog written in format 1 (one log of whole-catalog
+    /// manifests, by builds before format 2) to format 2 now; any commit
+    /// does so too. Returns whether it migrated (false: already format 2,
+    /// or empty). Views read the same before and after; see
+    /// [`Catalog::migrate`].
+    pub async fn migrate(&self) -> Result<bool> {
+        let migrated = self.catalog.migrate().await?;
+        self.sync().await?;
+        Ok(migrated)
+    }
+
     /// The wrapped DataFusion context.
     pub fn context(&self) -> &SessionContext {
         &self.ctx

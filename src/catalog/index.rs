@@ -455,7 +455,7 @@ impl Catalog {
         Ok(true)
     }
 
-    async fn migrate_from(&self, base: &Index) -> Result<()> {
+    pub(super) async fn migrate_from(&self, base: &Index) -> Result<()> {
         let Some(manifest) = self.legacy().filter(|m| m.version == base.version) else {
             return Ok(());
         };

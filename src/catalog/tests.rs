@@ -468,3 +468,279 @@ fn only_refusals_under_the_root_are_the_catalogs() {
         }))
     );
 }
+
+/// A view entry for unit tests, populated with one file.
+fn test_view(name: &str, snapshot: &str) -> ViewEntry {
+    let name = QualifiedName::new("datafusion", "public", name);
+    let dir = crate::spec::view_dir(&name);
+    ViewEntry {
+        id: crate::spec::new_id(),
+        definition: crate::spec::Definition {
+            format: 1,
+            sql: "SELECT 1".into(),
+            column_names: vec![],
+            default_catalog: "datafusion".into(),
+            default_schema: "public".into(),
+            schema: datafusion::arrow::datatypes::Schema::empty(),
+            sources: vec![],
+            not_reproducible: None,
+        },
+        created_at: Utc::now(),
+        snapshot: Some(crate::spec::Snapshot {
+            id: snapshot.into(),
+            files: vec![crate::spec::DataFile {
+                path: format!("{dir}/{snapshot}/part-0.parquet"),
+                size: 1,
+                rows: 1,
+                columns: vec![],
+                lineage: None,
+            }],
+            row_count: 1,
+            size_bytes: 1,
+            refreshed_at: Utc::now(),
+            sources: vec![],
+            state_columns: vec![],
+        }),
+        name,
+        dir,
+    }
+}
+
+/// Creates views `v0..v{n}` in one index commit.
+async fn create_views(c: &Catalog, n: usize) {
+    let mut entries = vec![];
+    for i in 0..n {
+        let view = test_view(&format!("v{i}"), &crate::spec::new_id());
+        let slot = c.create_view_log(&view).await.unwrap();
+        entries.push(index_entry(&view, slot));
+    }
+    c.commit(|index| {
+        for entry in &entries {
+            index.put_view(entry.clone());
+        }
+        Ok(())
+    })
+    .await
+    .unwrap();
+}
+
+/// The size of the file a view commit wrote (its log's latest version).
+async fn bytes_of_view_commit(c: &Catalog, name: &str) -> u64 {
+    let name = QualifiedName::new("datafusion", "public", name);
+    let (_, state) = c
+        .commit_view(&name, name.name.as_str(), |_, view| {
+            view.set_snapshot(
+                test_view(&name.name, &crate::spec::new_id())
+                    .snapshot
+                    .unwrap(),
+            );
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let slot = c.index().view(&name).unwrap().slot.clone();
+    let log = c.view_log(&slot);
+    c.store
+        .head(&log.log.version_path(state.version))
+        .await
+        .unwrap()
+        .size
+}
+
+#[tokio::test]
+async fn a_view_commit_writes_the_same_bytes_whatever_the_number_of_views() {
+    let small = catalog(Arc::new(InMemory::new()), DEFAULT_RETENTION).await;
+    create_views(&small, 1).await;
+    let large = catalog(Arc::new(InMemory::new()), DEFAULT_RETENTION).await;
+    create_views(&large, 2000).await;
+    let one = bytes_of_view_commit(&small, "v0").await;
+    let many = bytes_of_view_commit(&large, "v0").await;
+    // The same view with the same kind of snapshot: only the ids differ.
+    assert_eq!(one, many, "{one} bytes with 1 view, {many} with 2000");
+    assert!(one < 2000, "{one}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn commits_to_different_views_never_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> = Arc::new(
+        object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
+    );
+    let setup = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    create_views(&setup, 4).await;
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = vec![];
+    for i in 0..4 {
+        let (store, attempts) = (Arc::clone(&store), Arc::clone(&attempts));
+        tasks.push(tokio::spawn(async move {
+            let c = catalog(store, DEFAULT_RETENTION).await;
+            let name = QualifiedName::new("datafusion", "public", format!("v{i}"));
+            for _ in 0..20 {
+                c.commit_view(&name, "v", |_, view| {
+                    attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    view.set_snapshot(test_view("v", &crate::spec::new_id()).snapshot.unwrap());
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    // One attempt per commit: no writer ever lost a race and retried.
+    assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 80);
+    assert_eq!(setup.reload().await.unwrap().version, 1, "the index untouched");
+    for i in 0..4 {
+        let name = QualifiedName::new("datafusion", "public", format!("v{i}"));
+        assert_eq!(setup.view(&name).await.unwrap().unwrap().version, 21);
+    }
+    // The same writers committing to one log (the index) do race: the
+    // count above would show it.
+    let index_attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = vec![];
+    for _ in 0..4 {
+        let (store, attempts) = (Arc::clone(&store), Arc::clone(&index_attempts));
+        tasks.push(tokio::spawn(async move {
+            let c = catalog(store, DEFAULT_RETENTION).await;
+            for _ in 0..20 {
+                c.commit(|_| {
+                    attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let raced = index_attempts.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(raced > 80, "{raced} attempts for 80 index commits");
+}
+
+#[tokio::test]
+async fn a_reader_opens_from_a_checkpoint_not_the_whole_log() {
+    use crate::testing::InstrumentedStore;
+    use std::sync::atomic::Ordering::SeqCst;
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let c = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
+    for i in 0..150 {
+        create_views(&c, 1).await;
+        if i % 2 == 1 {
+            c.commit(|index| {
+                let name = QualifiedName::new("datafusion", "public", "v0");
+                index.remove_view(&name);
+                Ok(())
+            })
+            .await
+            .unwrap();
+        }
+    }
+    let latest = c.index();
+    assert!(latest.version > 2 * CHECKPOINT_INTERVAL);
+    c.index_log.settle_pointer().await;
+    let store = Arc::new(InstrumentedStore::new(Arc::clone(&memory)));
+    let reader = catalog(
+        Arc::clone(&store) as Arc<dyn ObjectStore>,
+        DEFAULT_RETENTION,
+    )
+    .await;
+    assert_eq!(*reader.index(), *latest);
+    let gets = store.counters().gets.load(SeqCst);
+    assert!(
+        gets <= 2 + CHECKPOINT_INTERVAL,
+        "{gets} reads for {} versions",
+        latest.version
+    );
+    // The pointer names the newest checkpoint.
+    let pointer: LatestPointer = serde_json::from_slice(
+        &memory
+            .get(&c.path("_matview/_latest.json"))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        pointer.checkpoint,
+        Some(latest.version / CHECKPOINT_INTERVAL * CHECKPOINT_INTERVAL)
+    );
+    // A reader whose pointer names an older checkpoint, or none, still
+    // reads the latest index.
+    memory
+        .put(
+            &c.path("_matview/_latest.json"),
+            PutPayload::from(r#"{"version":1}"#),
+        )
+        .await
+        .unwrap();
+    let reader = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
+    assert_eq!(*reader.index(), *latest);
+}
+
+#[tokio::test]
+async fn a_migration_that_loses_the_race_deletes_its_view_logs() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let manifest = Manifest {
+        version: 3,
+        committed_at: Utc::now(),
+        commit_id: crate::spec::new_id(),
+        views: vec![
+            test_view("a", "11111111111111111111111111111111"),
+            test_view("b", "22222222222222222222222222222222"),
+        ],
+        format_version: 1,
+        ..Manifest::default()
+    };
+    for v in 1..=3 {
+        let manifest = Manifest {
+            version: v,
+            ..manifest.clone()
+        };
+        store
+            .put(
+                &Path::from(format!("cat/_matview/log/{v:020}.json")),
+                PutPayload::from(serde_json::to_vec(&manifest).unwrap()),
+            )
+            .await
+            .unwrap();
+    }
+    let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    assert!(a.is_format_1() && b.is_format_1());
+    let name = QualifiedName::new("datafusion", "public", "a");
+    assert_eq!(
+        a.view(&name).await.unwrap().unwrap().view,
+        manifest.views[0]
+    );
+    assert!(a.migrate().await.unwrap());
+    // b still holds format 1 version 3: its migration writes logs, loses
+    // the put of version 4, and deletes them.
+    let base = b.index();
+    b.migrate_from(&base).await.unwrap();
+    let logs: Vec<_> = store
+        .list(Some(&Path::from("cat/_matview/views")))
+        .try_collect()
+        .await
+        .unwrap();
+    let slots: std::collections::BTreeSet<String> = logs
+        .iter()
+        .filter(|m| journal::version_of(&m.location).is_some())
+        .map(|m| m.location.parts().nth(3).unwrap().as_ref().to_owned())
+        .collect();
+    let named: std::collections::BTreeSet<String> =
+        a.index().views.values().map(|e| e.slot.clone()).collect();
+    assert_eq!(slots, named);
+    b.reload().await.unwrap();
+    assert!(!b.is_format_1());
+    assert_eq!(
+        b.view(&name).await.unwrap().unwrap().view,
+        manifest.views[0]
+    );
+    assert_eq!(b.index().version, 4);
+}

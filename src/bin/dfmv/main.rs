@@ -177,6 +177,10 @@ enum Sub {
     /// data: the newest readable version plus the markers of complete
     /// snapshots.
     Recover,
+    /// Move a catalog written by an older dfmv (format 1, one log of
+    /// whole-catalog manifests) to format 2 now, rather than with its next
+    /// change. Builds before format 2 then refuse the catalog by name.
+    Migrate,
 }
 
 impl Args {
@@ -234,7 +238,10 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         Some(Sub::Recover) if !args.command.is_empty() || !args.file.is_empty() => {
             return Err("recover runs alone: leave out -c and -f".into());
         }
-        Some(Sub::Recover) | None => None,
+        Some(Sub::Migrate) if !args.command.is_empty() || !args.file.is_empty() => {
+            return Err("migrate runs alone: leave out -c and -f".into());
+        }
+        Some(Sub::Recover) | Some(Sub::Migrate) | None => None,
     };
     if let Some(path) = &args.data_path {
         std::env::set_current_dir(Path::new(path))?;
@@ -281,6 +288,28 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         remember_relations: true,
         ..Default::default()
     };
+    if let Some(Sub::Migrate) = args.subcommand {
+        // The remembered tables are not needed to move the metadata.
+        let options = MatviewOptions {
+            remember_relations: false,
+            ..options
+        };
+        let session = MatviewSession::open_with_options(ctx, &catalog, options).await?;
+        let migrated = session.migrate().await?;
+        let version = session.catalog().index().version;
+        if migrated {
+            println!(
+                "catalog {catalog} moved to format {} at version {version}",
+                datafusion_matview::spec::MANIFEST_FORMAT
+            );
+        } else {
+            println!(
+                "catalog {catalog} is already in format {}: nothing to migrate",
+                datafusion_matview::spec::MANIFEST_FORMAT
+            );
+        }
+        return Ok(true);
+    }
     let mut session = MatviewSession::open_with_options(ctx, &catalog, options).await?;
     let interactive = std::io::stdout().is_terminal();
     let progress = Arc::new(ProgressBars::new(interactive && !args.quiet));

@@ -1,0 +1,261 @@
+//! A catalog written in format 1 (by the build before format 2, checked in
+//! under `tests/data/format1-catalog`: an external table and a plain view
+//! remembered, an aggregate view, a view with column names refreshed
+//! twice, a view never populated, a view over another view, a dropped
+//! view) opens with this build, reads as it is, and moves to format 2 with
+//! its next commit or `migrate`, reading the same afterwards.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::arrow::util::display::array_value_to_string;
+use datafusion::prelude::SessionContext;
+use datafusion_matview::{Error, MatviewOptions, MatviewSession};
+
+const FIXTURE: &str = "tests/data/format1-catalog";
+
+/// A copy of the checked-in catalog (tests never change the original).
+fn copy_fixture() -> (tempfile::TempDir, PathBuf) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                copy(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("catalog");
+    copy(Path::new(FIXTURE), &catalog);
+    (dir, catalog)
+}
+
+fn files(root: &Path) -> BTreeSet<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.insert(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(root, root, &mut out);
+    out
+}
+
+async fn open(catalog: &Path) -> MatviewSession {
+    let options = MatviewOptions {
+        remember_relations: true,
+        ..Default::default()
+    };
+    MatviewSession::open_with_options(
+        SessionContext::new(),
+        &catalog.display().to_string(),
+        options,
+    )
+    .await
+    .unwrap()
+}
+
+/// The rows of `sql`, each as its values joined by `|`.
+async fn rows(s: &MatviewSession, sql: &str) -> Vec<String> {
+    let batches = s.sql(sql).await.unwrap().collect().await.unwrap();
+    let mut out = vec![];
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let values: Vec<String> = batch
+                .columns()
+                .iter()
+                .map(|c| array_value_to_string(c, row).unwrap())
+                .collect();
+            out.push(values.join("|"));
+        }
+    }
+    out
+}
+
+/// What every view and the remembered plain view hold in the fixture.
+async fn assert_fixture_data(s: &MatviewSession) {
+    assert_eq!(
+        rows(s, "SELECT * FROM daily ORDER BY day").await,
+        ["2026-01-01|15|2", "2026-01-02|7|1", "2026-01-03|1|1"]
+    );
+    assert_eq!(
+        rows(s, "SELECT d, a FROM big ORDER BY a").await,
+        ["2026-01-01|5", "2026-01-02|7", "2026-01-01|10"]
+    );
+    assert_eq!(rows(s, "SELECT days FROM on_daily").await, ["3"]);
+    assert_eq!(
+        rows(s, "SELECT * FROM recent ORDER BY day").await,
+        ["2026-01-02|7", "2026-01-03|1"]
+    );
+    assert!(matches!(
+        s.sql("SELECT * FROM later").await.unwrap_err(),
+        Error::NotPopulated { .. }
+    ));
+    assert!(s.sql("SELECT * FROM gone").await.is_err());
+}
+
+#[tokio::test]
+async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
+    let (_dir, catalog) = copy_fixture();
+    let before = files(&catalog);
+    let s = open(&catalog).await;
+    assert!(s.catalog().is_format_1());
+    assert_eq!(s.catalog().index().version, 9);
+    let names: Vec<String> = s
+        .catalog()
+        .index()
+        .views
+        .keys()
+        .map(|n| n.name.clone())
+        .collect();
+    assert_eq!(names, ["big", "daily", "later", "on_daily"]);
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    assert_fixture_data(&s).await;
+    let listed = rows(
+        &s,
+        "SELECT table_name, populated FROM materialized_views() ORDER BY table_name",
+    )
+    .await;
+    assert_eq!(
+        listed,
+        ["big|true", "daily|true", "later|false", "on_daily|true"]
+    );
+    // Reading wrote nothing.
+    assert_eq!(files(&catalog), before);
+
+    // The next commit moves the catalog: one index version with the whole
+    // index as its base, and one log per view; the format 1 versions stay
+    // (for their retention window, as any superseded version).
+    let refreshed = s
+        .sql("REFRESH MATERIALIZED VIEW on_daily FULL")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(refreshed[0].column(1).as_string::<i32>().value(0), "full");
+    assert!(!s.catalog().is_format_1());
+    let index = s.catalog().index();
+    assert_eq!(index.version, 10);
+    assert!(index.views.values().all(|e| !e.slot.is_empty()));
+    let latest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(catalog.join("_matview/log/00000000000000000010.json")).unwrap(),
+    )
+    .unwrap();
+    // Builds before format 2 read `format_version` first and refuse
+    // anything above 1 by name (tests/golden.rs pins that message).
+    assert_eq!(latest["format_version"], 2);
+    assert_eq!(latest["base"]["views"].as_array().unwrap().len(), 4);
+    let after = files(&catalog);
+    assert!(
+        before.is_subset(&after),
+        "nothing of format 1 is deleted yet"
+    );
+    let view_logs = after
+        .iter()
+        .filter(|f| f.starts_with("_matview/views/") && f.ends_with("1.json"))
+        .count();
+    assert_eq!(view_logs, 4, "{after:?}");
+    // The refresh itself went to on_daily's own log.
+    let on_daily = s
+        .catalog()
+        .view(&datafusion_matview::spec::QualifiedName::new(
+            "datafusion",
+            "public",
+            "on_daily",
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(on_daily.version, 2);
+    assert_fixture_data(&s).await;
+
+    // A new process reads format 2, with the same data, and refreshes.
+    drop(s);
+    let s = open(&catalog).await;
+    assert!(!s.catalog().is_format_1());
+    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
+    assert_fixture_data(&s).await;
+    let outcome = s
+        .sql("REFRESH MATERIALIZED VIEW later")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(outcome[0].column(2).as_primitive::<Int64Type>().value(0), 4);
+    assert_eq!(rows(&s, "SELECT count(*) FROM later").await, ["4"]);
+    assert_eq!(
+        s.catalog().index().version,
+        10,
+        "a refresh leaves the index"
+    );
+}
+
+#[tokio::test]
+async fn migrate_moves_a_format_1_catalog_once() {
+    let (_dir, catalog) = copy_fixture();
+    let s = open(&catalog).await;
+    assert!(s.migrate().await.unwrap());
+    assert!(!s.catalog().is_format_1());
+    assert_eq!(s.catalog().index().version, 10);
+    assert!(!s.migrate().await.unwrap(), "already format 2");
+    assert_eq!(s.catalog().index().version, 10);
+    assert_fixture_data(&s).await;
+}
+
+#[tokio::test]
+async fn two_processes_migrating_at_once_make_one_format_2_catalog() {
+    let (_dir, catalog) = copy_fixture();
+    let (a, b) = (open(&catalog).await, open(&catalog).await);
+    let (ra, rb) = tokio::join!(a.migrate(), b.migrate());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert!(ra || rb, "one of them migrated");
+    // One base version; the logs of the migration that lost are gone.
+    let after = files(&catalog);
+    let logs: BTreeSet<&str> = after
+        .iter()
+        .filter_map(|f| f.strip_prefix("_matview/views/"))
+        .filter_map(|f| f.split('/').next())
+        .collect();
+    assert_eq!(logs.len(), 4, "{after:?}");
+    assert!(!after.contains("_matview/log/00000000000000000011.json"));
+    for s in [&a, &b] {
+        s.catalog().reload().await.unwrap();
+        assert_fixture_data(s).await;
+    }
+    // Both write on top of it.
+    a.sql("REFRESH MATERIALIZED VIEW daily FULL").await.unwrap();
+    b.sql("CREATE MATERIALIZED VIEW more AS SELECT 1 AS x")
+        .await
+        .unwrap();
+    let c = open(&catalog).await;
+    assert_eq!(c.catalog().index().views.len(), 5);
+    assert_eq!(rows(&c, "SELECT x FROM more").await, ["1"]);
+}
+
+#[test]
+fn the_fixture_is_format_1() {
+    let text =
+        std::fs::read_to_string(Path::new(FIXTURE).join("_matview/log/00000000000000000009.json"))
+            .unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["format_version"], 1);
+    assert_eq!(value["views"].as_array().unwrap().len(), 4);
+    let retired = value["retired"].as_array().unwrap();
+    assert!(
+        !retired.is_empty(),
+        "a dropped view and a refresh retired data"
+    );
+}
