@@ -331,7 +331,7 @@ impl Catalog {
         let mut base = self.reload().await?;
         let forgotten = self.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
         let commit_id = crate::spec::new_id();
-        for _ in 0..MAX_COMMIT_ATTEMPTS {
+        for attempt in 0..MAX_COMMIT_ATTEMPTS {
             if self.is_format_1() {
                 self.migrate_from(&base).await?;
                 base = self.reload().await?;
@@ -368,6 +368,7 @@ impl Catalog {
                 .await?
             {
                 journal::Put::Lost => {
+                    journal::back_off(attempt).await;
                     base = self.reload().await?;
                     continue;
                 }

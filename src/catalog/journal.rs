@@ -379,6 +379,15 @@ impl Log {
     }
 }
 
+/// Waits before the next attempt of a commit that lost `attempt` races in
+/// a row: a random time up to 2^attempt ms (at most 256 ms), so writers
+/// that keep colliding spread out instead of colliding again.
+pub(super) async fn back_off(attempt: usize) {
+    let cap = 1u64 << attempt.min(8);
+    let jitter = (uuid::Uuid::new_v4().as_u128() % u128::from(cap)) as u64;
+    tokio::time::sleep(Duration::from_millis(jitter)).await;
+}
+
 /// The version a log file's name says, if it is one.
 pub(super) fn version_of(path: &Path) -> Option<u64> {
     path.filename()

@@ -235,7 +235,7 @@ impl Catalog {
             index = self.reload().await?;
         }
         let commit_id = crate::spec::new_id();
-        for _ in 0..MAX_COMMIT_ATTEMPTS {
+        for attempt in 0..MAX_COMMIT_ATTEMPTS {
             let Some(entry) = index.view(name) else {
                 return Err(Error::CommitConflict {
                     name: display.to_string(),
@@ -262,6 +262,7 @@ impl Catalog {
                 .await?
             {
                 journal::Put::Lost => {
+                    journal::back_off(attempt).await;
                     index = self.reload().await?;
                     continue;
                 }

@@ -1,0 +1,364 @@
+//! How the catalog's costs grow with the number of views (issue 14), each
+//! measured as a ratio in one run:
+//!
+//! 1. `REFRESH MATERIALIZED VIEW target FULL` (100 rows) in a catalog of
+//!    10,000 views against the same in a catalog holding only that view,
+//!    with the metadata bytes each commit writes;
+//! 2. opening a catalog of 10,000 views and running `SELECT 1`, against
+//!    the same with 10 views;
+//! 3. 8 processes refreshing their own view 50 times each in one catalog at
+//!    once, against one process making the same 400 refreshes in turn
+//!    (lost commits and conflicts counted; on the S3 server too when
+//!    `DFMV_TEST_S3_ENDPOINT` is set);
+//! 4. creating the 10,000 views from one script: how long, and the
+//!    catalog's metadata on disk against views x one view's definition.
+//!
+//! Run: `cargo bench --no-default-features --bench catalog_scale`
+//! (`DFMV_SCALE_VIEWS` changes 10,000, `DFMV_SCALE_SAMPLES` the 15 samples
+//! per timing). The process also runs as one worker of part 3 when
+//! `DFMV_SCALE_WORKER` is set.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use datafusion::arrow::array::AsArray;
+use datafusion::prelude::SessionContext;
+use datafusion_matview::sql::ScriptSplitter;
+use datafusion_matview::{MatviewOptions, MatviewSession};
+
+const TARGET: &str = "CREATE MATERIALIZED VIEW target AS \
+    SELECT value AS id, value * 2 AS doubled FROM generate_series(1, 100)";
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// A context that reaches the S3 test server as `s3://<bucket>`.
+fn context(s3: Option<&str>) -> SessionContext {
+    let ctx = SessionContext::new();
+    if let Some(endpoint) = s3 {
+        let bucket =
+            std::env::var("DFMV_TEST_S3_BUCKET").unwrap_or_else(|_| "dfmv-test".to_owned());
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_endpoint(endpoint)
+            .with_bucket_name(&bucket)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .build()
+            .expect("an S3 store for the test server");
+        ctx.register_object_store(
+            &url::Url::parse(&format!("s3://{bucket}")).unwrap(),
+            Arc::new(store),
+        );
+    }
+    ctx
+}
+
+async fn open(location: &str, s3: Option<&str>) -> MatviewSession {
+    let options = MatviewOptions {
+        // Nothing expires while measuring: cleanup costs stay out.
+        retention: Duration::from_secs(3600),
+        ..Default::default()
+    };
+    MatviewSession::open_with_options(context(s3), location, options)
+        .await
+        .unwrap()
+}
+
+async fn run(s: &MatviewSession, sql: &str) -> Vec<datafusion::arrow::array::RecordBatch> {
+    s.sql(sql).await.unwrap().collect().await.unwrap()
+}
+
+/// The script of `views` CREATE statements (`target` last) and runs it
+/// statement by statement, as `dfmv -f` does.
+async fn create_catalog(location: &Path, views: usize) -> (Duration, usize) {
+    let mut script = String::new();
+    for i in 0..views.saturating_sub(1) {
+        script.push_str(&format!(
+            "CREATE MATERIALIZED VIEW v{i:05} AS SELECT {i} AS x, 'view {i}' AS label;\n"
+        ));
+    }
+    script.push_str(TARGET);
+    script.push_str(";\n");
+    let s = open(&location.display().to_string(), None).await;
+    let started = Instant::now();
+    let mut splitter = ScriptSplitter::new();
+    let mut count = 0;
+    for line in script.split_inclusive('\n') {
+        if let Some(chunk) = splitter.push_line(line, "generic") {
+            run(&s, &chunk.text).await;
+            count += 1;
+        }
+    }
+    if let Some(chunk) = splitter.finish() {
+        run(&s, &chunk.text).await;
+        count += 1;
+    }
+    (started.elapsed(), count)
+}
+
+fn dir_bytes(dir: &Path) -> (u64, usize) {
+    let (mut bytes, mut files) = (0, 0);
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                let (b, f) = dir_bytes(&path);
+                bytes += b;
+                files += f;
+            } else {
+                bytes += path.metadata().unwrap().len();
+                files += 1;
+            }
+        }
+    }
+    (bytes, files)
+}
+
+/// The bytes of the newest version of `target`'s log.
+fn last_view_commit_bytes(catalog: &Path, s: &MatviewSession) -> u64 {
+    let index = s.catalog().index();
+    let entry = index
+        .views
+        .values()
+        .find(|e| e.name.name == "target")
+        .unwrap();
+    let log = catalog.join("_matview/views").join(&entry.slot);
+    let newest = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap() != "_latest.json")
+        .max()
+        .unwrap();
+    newest.metadata().unwrap().len()
+}
+
+/// Part 1: the same full refresh in the small and the large catalog,
+/// alternating.
+async fn refresh_full(small: &Path, large: &Path, samples: usize) -> (Duration, Duration, u64, u64) {
+    let a = open(&small.display().to_string(), None).await;
+    let b = open(&large.display().to_string(), None).await;
+    let (mut ta, mut tb) = (vec![], vec![]);
+    for _ in 0..samples {
+        for (s, times) in [(&a, &mut ta), (&b, &mut tb)] {
+            let started = Instant::now();
+            let out = run(s, "REFRESH MATERIALIZED VIEW target FULL").await;
+            times.push(started.elapsed());
+            // The work timed is a full refresh that wrote all 100 rows.
+            assert_eq!(out[0].column(1).as_string::<i32>().value(0), "full");
+        }
+    }
+    (
+        median(ta),
+        median(tb),
+        last_view_commit_bytes(small, &a),
+        last_view_commit_bytes(large, &b),
+    )
+}
+
+/// Part 2: a fresh context, the catalog opened, `SELECT 1`.
+async fn open_and_select(small: &Path, large: &Path, views: (usize, usize), samples: usize) -> (Duration, Duration) {
+    let (mut ta, mut tb) = (vec![], vec![]);
+    for _ in 0..samples {
+        for (dir, n, times) in [(small, views.0, &mut ta), (large, views.1, &mut tb)] {
+            let started = Instant::now();
+            let s = open(&dir.display().to_string(), None).await;
+            let out = run(&s, "SELECT 1").await;
+            times.push(started.elapsed());
+            assert_eq!(out[0].num_rows(), 1);
+            assert_eq!(s.catalog().index().views.len(), n);
+        }
+    }
+    (median(ta), median(tb))
+}
+
+/// A worker of part 3: refreshes `view` `rounds` times; prints how many
+/// refreshes failed (a conflict reported to the user would be one).
+async fn worker(location: &str, views: &[String], rounds: usize, s3: Option<&str>) {
+    let s = open(location, s3).await;
+    let mut failed = 0;
+    for _ in 0..rounds {
+        for view in views {
+            if let Err(e) = s
+                .sql(&format!("REFRESH MATERIALIZED VIEW {view} FULL"))
+                .await
+            {
+                eprintln!("{view}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    println!("FAILED {failed}");
+}
+
+/// Part 3: `procs` processes, each refreshing its own view `rounds` times,
+/// against one process refreshing all of them in turn. Returns the two
+/// wall times, the failures, and the commits missing from the logs.
+async fn concurrent(location: &str, s3: Option<&str>, procs: usize, rounds: usize) -> (Duration, Duration, usize, u64) {
+    let setup = open(location, s3).await;
+    let views: Vec<String> = (0..procs).map(|i| format!("p{i}")).collect();
+    for view in &views {
+        run(
+            &setup,
+            &format!("CREATE MATERIALIZED VIEW {view} AS SELECT value AS id FROM generate_series(1, 100)"),
+        )
+        .await;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let spawn = |views: &[String]| {
+        let mut cmd = Command::new(&exe);
+        cmd.env("DFMV_SCALE_WORKER", location)
+            .env("DFMV_SCALE_WORKER_VIEWS", views.join(","))
+            .env("DFMV_SCALE_WORKER_ROUNDS", rounds.to_string());
+        if let Some(endpoint) = s3 {
+            cmd.env("DFMV_SCALE_WORKER_S3", endpoint);
+        }
+        cmd.stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("the bench re-runs itself as a worker")
+    };
+    let failures = |children: Vec<std::process::Child>| -> usize {
+        children
+            .into_iter()
+            .map(|c| {
+                let out = c.wait_with_output().unwrap();
+                assert!(out.status.success());
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .find_map(|l| l.strip_prefix("FAILED ")?.parse::<usize>().ok())
+                    .unwrap()
+            })
+            .sum()
+    };
+    let started = Instant::now();
+    let one = failures(vec![spawn(&views)]);
+    let serial = started.elapsed();
+    let started = Instant::now();
+    let children: Vec<_> = views.iter().map(|v| spawn(std::slice::from_ref(v))).collect();
+    let many = failures(children);
+    let parallel = started.elapsed();
+    // Every refresh landed: each view's log has 1 + 2 x rounds versions.
+    setup.catalog().reload().await.unwrap();
+    let mut missing = 0;
+    for state in setup.catalog().views().await.unwrap() {
+        missing += (1 + 2 * rounds as u64).saturating_sub(state.version);
+    }
+    (serial, parallel, one + many, missing)
+}
+
+fn main() {
+    if let Ok(location) = std::env::var("DFMV_SCALE_WORKER") {
+        let views: Vec<String> = std::env::var("DFMV_SCALE_WORKER_VIEWS")
+            .unwrap()
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        let rounds = env_usize("DFMV_SCALE_WORKER_ROUNDS", 50);
+        let s3 = std::env::var("DFMV_SCALE_WORKER_S3").ok();
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(worker(&location, &views, rounds, s3.as_deref()));
+        return;
+    }
+    // `cargo bench` passes `--bench`; `cargo test --benches` does not run
+    // benches with harness = false unless asked, but never let a test run
+    // build 10,000 views.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let views = env_usize("DFMV_SCALE_VIEWS", 10_000);
+    let samples = env_usize("DFMV_SCALE_SAMPLES", 15);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root: PathBuf = dir.path().to_path_buf();
+    rt.block_on(async {
+        let (large, one, ten) = (root.join("large"), root.join("one"), root.join("ten"));
+        let (took, statements) = create_catalog(&large, views).await;
+        let (metadata, metadata_files) = dir_bytes(&large.join("_matview"));
+        let (data, _) = dir_bytes(&large);
+        create_catalog(&one, 1).await;
+        create_catalog(&ten, 10).await;
+        // One view's definition: its own log as created (its entry: SQL,
+        // columns, defaults, sources, its first snapshot; and the log's
+        // pointer).
+        let (one_definition, _) = dir_bytes(&one.join("_matview/views"));
+        println!("== 4. create {views} views from one script");
+        println!(
+            "{statements} statements in {:.1} s ({:.2} ms each); metadata on disk {} bytes in {} files \
+             = {:.2} x (views x one view's log, {} bytes); data and metadata {} bytes",
+            took.as_secs_f64(),
+            ms(took) / statements as f64,
+            metadata,
+            metadata_files,
+            metadata as f64 / (views as f64 * one_definition as f64),
+            one_definition,
+            data,
+        );
+
+        println!("== 1. REFRESH FULL of a 100-row view, 1 view vs {views} views ({samples} samples)");
+        let (small_t, large_t, small_b, large_b) = refresh_full(&one, &large, samples).await;
+        println!(
+            "1 view: {:.2} ms, {} metadata bytes per commit; {views} views: {:.2} ms, {} bytes; ratio {:.2}",
+            ms(small_t),
+            small_b,
+            ms(large_t),
+            large_b,
+            large_t.as_secs_f64() / small_t.as_secs_f64()
+        );
+
+        println!("== 2. open + SELECT 1, 10 views vs {views} views ({samples} samples)");
+        let (ten_t, large_t) = open_and_select(&ten, &large, (10, views), samples).await;
+        println!(
+            "10 views: {:.2} ms; {views} views: {:.2} ms; ratio {:.2}",
+            ms(ten_t),
+            ms(large_t),
+            large_t.as_secs_f64() / ten_t.as_secs_f64()
+        );
+
+        let rounds = env_usize("DFMV_SCALE_ROUNDS", 50);
+        let procs = 8;
+        let mut targets = vec![(
+            "local folder".to_owned(),
+            root.join("shared").display().to_string(),
+            None,
+        )];
+        if let Ok(endpoint) = std::env::var("DFMV_TEST_S3_ENDPOINT") {
+            let bucket =
+                std::env::var("DFMV_TEST_S3_BUCKET").unwrap_or_else(|_| "dfmv-test".to_owned());
+            let prefix = uuid::Uuid::new_v4().simple().to_string();
+            targets.push((
+                "S3 server".to_owned(),
+                format!("s3://{bucket}/scale-{prefix}"),
+                Some(endpoint),
+            ));
+        }
+        for (what, location, s3) in targets {
+            println!("== 3. {procs} processes x {rounds} refreshes, {what}");
+            let (serial, parallel, failed, missing) =
+                concurrent(&location, s3.as_deref(), procs, rounds).await;
+            println!(
+                "1 process, {} refreshes in turn: {:.2} s; {procs} processes at once: {:.2} s; \
+                 ratio {:.2}; failed refreshes {failed}; lost commits {missing}",
+                procs * rounds,
+                serial.as_secs_f64(),
+                parallel.as_secs_f64(),
+                parallel.as_secs_f64() / serial.as_secs_f64()
+            );
+        }
+    });
+}
