@@ -390,14 +390,22 @@ impl Catalog {
         })
     }
 
-    /// Writes a checkpoint when one is due, then the pointer.
+    /// Writes a checkpoint when one is due, then the pointer. With a new
+    /// checkpoint, what the one before it covers goes: the index versions
+    /// before it and the checkpoint before that (a reader that was reading
+    /// them starts again from the newer one), so the log holds at most two
+    /// intervals of versions however many commits the catalog has had.
     async fn after_index_commit(&self, index: &Index) {
         let mut checkpoint = *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner());
         if index.version % CHECKPOINT_INTERVAL == 0 && self.write_checkpoint(index).await {
-            // Two are kept: a reader may be reading the one before.
-            let older = checkpoint.filter(|c| *c < index.version);
-            if let Some(older) = older.and_then(|c| c.checked_sub(CHECKPOINT_INTERVAL)) {
-                let _ = self.store.delete(&self.checkpoint_path(older)).await;
+            if let Some(previous) = checkpoint.filter(|c| *c < index.version) {
+                // Best effort: a later checkpoint or cleanup deletes what is left.
+                if let Err(e) = self.index_log.delete_before(previous).await {
+                    log::warn!("could not delete index versions before {previous}: {e}");
+                }
+                if let Some(older) = previous.checked_sub(CHECKPOINT_INTERVAL) {
+                    let _ = self.store.delete(&self.checkpoint_path(older)).await;
+                }
             }
             checkpoint = Some(index.version);
             *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = checkpoint;

@@ -34,7 +34,9 @@ pub(super) struct Log {
     /// How `Path`s are shown in errors (a local file's absolute path, else
     /// the store's URL before it).
     display_prefix: String,
-    retention: Duration,
+    /// How long after its successor a version may be deleted, at least
+    /// (zero: any time).
+    window: Duration,
     /// When the loaded version was last known to be the latest.
     confirmed: Mutex<Option<Instant>>,
     /// The pointer write in flight, finished by the next load.
@@ -48,7 +50,7 @@ impl Log {
         pointer: Path,
         location: String,
         display_prefix: String,
-        retention: Duration,
+        window: Duration,
     ) -> Self {
         Self {
             store,
@@ -56,7 +58,7 @@ impl Log {
             pointer,
             location,
             display_prefix,
-            retention,
+            window,
             confirmed: Mutex::new(None),
             pointer_write: Mutex::new(None),
         }
@@ -133,13 +135,14 @@ impl Log {
     /// `HEAD` of the next version when nothing changed.
     ///
     /// A missing next version proves the loaded one is the latest only
-    /// while the next version cannot have been deleted yet: a cleanup
-    /// deletes a version once its successor is older than the retention
-    /// window, and always deletes older versions first. So once the loaded
-    /// version was last confirmed more than the window ago, its own
-    /// presence is checked too (one more `HEAD`); without that, a session
-    /// idle for longer than the window would commit on top of a version
-    /// the others have long moved past, and its commit would be lost.
+    /// while the next version cannot have been deleted yet. Versions are
+    /// always deleted oldest first, so the loaded version's own presence
+    /// proves it: it is checked too (one more `HEAD`) unless the log
+    /// deletes a version only once its successor is older than `window`
+    /// (a view's log) and the loaded version was confirmed less than that
+    /// ago. Without it, a session idle for longer would commit on top of a
+    /// version the others have long moved past, and its commit would be
+    /// lost.
     pub(super) async fn still_latest(&self, version: u64) -> Result<bool> {
         self.settle_pointer().await;
         let checked_at = Instant::now();
@@ -150,7 +153,7 @@ impl Log {
             .confirmed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .is_some_and(|t| t.elapsed() < self.retention);
+            .is_some_and(|t| t.elapsed() < self.window);
         if recently || self.exists(version).await? {
             self.confirm(checked_at);
             return Ok(true);
@@ -358,6 +361,23 @@ impl Log {
             }
         }
         Ok((deleted, next))
+    }
+
+    /// Deletes the versions before `version`, oldest first (the versions a
+    /// checkpoint covers); returns how many.
+    pub(super) async fn delete_before(&self, version: u64) -> Result<usize> {
+        let mut deleted = 0;
+        for (old, _) in self.list_versions().await? {
+            if old >= version {
+                break;
+            }
+            match self.store.delete(&self.version_path(old)).await {
+                Ok(()) => deleted += 1,
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(deleted)
     }
 
     /// Deletes every version and the pointer (a retired view's log, once
