@@ -151,7 +151,11 @@ fn last_view_commit_bytes(catalog: &Path, s: &MatviewSession) -> u64 {
 
 /// Part 1: the same full refresh in the small and the large catalog,
 /// alternating.
-async fn refresh_full(small: &Path, large: &Path, samples: usize) -> (Duration, Duration, u64, u64) {
+async fn refresh_full(
+    small: &Path,
+    large: &Path,
+    samples: usize,
+) -> (Duration, Duration, u64, u64) {
     let a = open(&small.display().to_string(), None).await;
     let b = open(&large.display().to_string(), None).await;
     let (mut ta, mut tb) = (vec![], vec![]);
@@ -173,7 +177,12 @@ async fn refresh_full(small: &Path, large: &Path, samples: usize) -> (Duration, 
 }
 
 /// Part 2: a fresh context, the catalog opened, `SELECT 1`.
-async fn open_and_select(small: &Path, large: &Path, views: (usize, usize), samples: usize) -> (Duration, Duration) {
+async fn open_and_select(
+    small: &Path,
+    large: &Path,
+    views: (usize, usize),
+    samples: usize,
+) -> (Duration, Duration) {
     let (mut ta, mut tb) = (vec![], vec![]);
     for _ in 0..samples {
         for (dir, n, times) in [(small, views.0, &mut ta), (large, views.1, &mut tb)] {
@@ -210,13 +219,20 @@ async fn worker(location: &str, views: &[String], rounds: usize, s3: Option<&str
 /// Part 3: `procs` processes, each refreshing its own view `rounds` times,
 /// against one process refreshing all of them in turn. Returns the two
 /// wall times, the failures, and the commits missing from the logs.
-async fn concurrent(location: &str, s3: Option<&str>, procs: usize, rounds: usize) -> (Duration, Duration, usize, u64) {
+async fn concurrent(
+    location: &str,
+    s3: Option<&str>,
+    procs: usize,
+    rounds: usize,
+) -> (Duration, Duration, usize, u64) {
     let setup = open(location, s3).await;
     let views: Vec<String> = (0..procs).map(|i| format!("p{i}")).collect();
     for view in &views {
         run(
             &setup,
-            &format!("CREATE MATERIALIZED VIEW {view} AS SELECT value AS id FROM generate_series(1, 100)"),
+            &format!(
+                "CREATE MATERIALIZED VIEW {view} AS SELECT value AS id FROM generate_series(1, 100)"
+            ),
         )
         .await;
     }
@@ -250,7 +266,10 @@ async fn concurrent(location: &str, s3: Option<&str>, procs: usize, rounds: usiz
     let one = failures(vec![spawn(&views)]);
     let serial = started.elapsed();
     let started = Instant::now();
-    let children: Vec<_> = views.iter().map(|v| spawn(std::slice::from_ref(v))).collect();
+    let children: Vec<_> = views
+        .iter()
+        .map(|v| spawn(std::slice::from_ref(v)))
+        .collect();
     let many = failures(children);
     let parallel = started.elapsed();
     // Every refresh landed: each view's log has 1 + 2 x rounds versions.

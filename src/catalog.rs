@@ -50,7 +50,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
 
 use crate::error::{Error, Result};
 use crate::spec::{
-    Index, IndexCheckpoint, IndexEntry, IndexVersion, MANIFEST_FORMAT, META_SNAPSHOT, Manifest,
+    CheckpointHeader, Index, IndexEntry, IndexVersion, MANIFEST_FORMAT, META_SNAPSHOT, Manifest,
     QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SlotId, SnapshotMarker, ViewEntry,
     ViewVersion, is_snapshot_file_name, is_snapshot_id,
 };
@@ -93,7 +93,10 @@ pub struct Catalog {
     root: Path,
     retention: Duration,
     index_log: journal::Log,
-    index: RwLock<Arc<Index>>,
+    index: RwLock<index::Loaded>,
+    /// Why the loaded checkpoint's views could not be parsed, if they
+    /// could not (every statement then fails with it).
+    poisoned: Mutex<Option<Error>>,
     /// The format 1 manifest the loaded index was read from, until the
     /// catalog moves to format 2.
     legacy: RwLock<Option<Arc<Manifest>>>,
@@ -169,7 +172,7 @@ impl Catalog {
         retention: Duration,
     ) -> Result<Self> {
         let catalog = Self::unloaded(location, store_url, store, root, retention);
-        catalog.reload().await?;
+        catalog.refresh().await?;
         Ok(catalog)
     }
 
@@ -202,7 +205,8 @@ impl Catalog {
             root,
             retention,
             index_log,
-            index: RwLock::new(Arc::new(Index::default())),
+            index: RwLock::new(index::Loaded::Ready(Arc::new(Index::default()))),
+            poisoned: Mutex::new(None),
             legacy: RwLock::new(None),
             checkpoint: Mutex::new(None),
             base_version: Mutex::new(None),
@@ -232,9 +236,12 @@ impl Catalog {
         self.retention
     }
 
-    /// The most recently loaded or committed index.
+    /// The most recently loaded or committed index. The views of a
+    /// checkpoint read at opening are parsed here, the first time they are
+    /// needed; see [`Self::version`], [`Self::schemas`] and
+    /// [`Self::relations`] for what needs no parsing.
     pub fn index(&self) -> Arc<Index> {
-        Arc::clone(&self.index.read().unwrap_or_else(|e| e.into_inner()))
+        self.materialize()
     }
 
     /// Object path of a file given relative to the catalog root.

@@ -152,7 +152,10 @@ impl SchemaProvider for MatviewSchemaProvider {
     }
 
     async fn table(&self, name: &str) -> DFResult<Option<Arc<dyn TableProvider>>> {
-        if self.is_view(name) {
+        let is_view = self.is_view(name);
+        // A checkpoint whose views do not parse fails the statement.
+        self.catalog.check_poisoned()?;
+        if is_view {
             let qualified = self.name(name);
             if let Some(state) = self.catalog.view(&qualified).await? {
                 return Ok(Some(self.provider(state) as Arc<dyn TableProvider>));
@@ -181,7 +184,7 @@ impl SchemaProvider for MatviewSchemaProvider {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.is_view(name) || self.inner.table_exist(name)
+        name == marker_name(&self.catalog) || self.is_view(name) || self.inner.table_exist(name)
     }
 }
 
@@ -202,7 +205,7 @@ pub fn install(
         }
     };
     let inner = match provider.schema(schema_name) {
-        Some(s) if wraps(&s, catalog) => return Ok(false),
+        Some(s) if lists_views_of(&s, catalog) => return Ok(false),
         Some(s) => s,
         None => Arc::new(MemorySchemaProvider::new()),
     };
@@ -218,11 +221,19 @@ pub fn install(
 }
 
 /// Whether `schema` is (or, through datafusion-cli's dynamic file schema,
-/// holds) a wrapper listing `catalog`'s views: it answers for a view that
-/// only the index knows.
-fn wraps(schema: &Arc<dyn SchemaProvider>, catalog: &Arc<Catalog>) -> bool {
+/// which answers `table_names` from the schema it wraps, holds) a wrapper
+/// listing `catalog`'s views. Reads no view.
+pub fn lists_views_of(schema: &Arc<dyn SchemaProvider>, catalog: &Arc<Catalog>) -> bool {
     if let Some(ours) = (schema.as_ref() as &dyn Any).downcast_ref::<MatviewSchemaProvider>() {
         return Arc::ptr_eq(&ours.catalog, catalog);
     }
-    false
+    // A wrapper of ours answers for this marker name.
+    schema.table_exist(&marker_name(catalog))
+}
+
+/// A table name no user can create (it holds a NUL), which a
+/// [`MatviewSchemaProvider`] says exists, so that a wrapper is found
+/// through other schema providers wrapping it.
+fn marker_name(catalog: &Arc<Catalog>) -> String {
+    format!("\0dfmv:{:p}", Arc::as_ptr(catalog))
 }

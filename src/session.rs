@@ -394,10 +394,9 @@ impl MatviewSession {
             views_created_under,
         };
         session.sync().await?;
-        let index = session.catalog.index();
         if session.options.remember_relations {
             let mut failures = vec![];
-            for relation in &index.relations {
+            for relation in &session.catalog.relations() {
                 if let Err(e) = session.restore_relation(relation).await {
                     failures.push(RestoreFailure {
                         display: session.display(&relation.name),

@@ -19,7 +19,7 @@ mod name;
 
 pub use fingerprint::{FileFingerprint, Fingerprint, SourceFingerprint};
 pub use index::{
-    Index, IndexAction, IndexCheckpoint, IndexEntry, IndexVersion, RetiredSlot, SlotId,
+    CheckpointHeader, Index, IndexAction, IndexEntry, IndexVersion, RetiredSlot, SlotId,
     ViewVersion, retired_between,
 };
 pub use layout::{

@@ -2,8 +2,104 @@
 //! the versions after the one loaded), committing to it, checkpoints, and
 //! moving a format 1 catalog to format 2.
 
+use std::collections::BTreeSet;
+
 use super::views::commit_id_in;
 use super::*;
+use crate::spec::IndexAction;
+
+/// The index as loaded: whole, or a checkpoint whose views are not parsed
+/// yet with the versions after it.
+#[derive(Debug, Clone)]
+pub(super) enum Loaded {
+    Ready(Arc<Index>),
+    Pending(Arc<Pending>),
+}
+
+/// A checkpoint's index before its views are parsed.
+#[derive(Debug)]
+pub(super) struct Pending {
+    /// The index at the latest version, but its views.
+    head: Index,
+    /// The checkpoint's views (its second line).
+    views: Vec<u8>,
+    /// The checkpoint, as errors name it.
+    path: String,
+    /// What the versions after the checkpoint did to the views.
+    view_actions: Vec<IndexAction>,
+    /// The schemas holding views, or that did.
+    schemas: BTreeSet<(String, String)>,
+}
+
+impl Loaded {
+    /// The whole index, its views parsed if they were not.
+    pub(super) fn to_index(&self) -> Result<Index> {
+        match self {
+            Loaded::Ready(index) => Ok((**index).clone()),
+            Loaded::Pending(pending) => pending.materialize(),
+        }
+    }
+
+    fn version(&self) -> u64 {
+        match self {
+            Loaded::Ready(index) => index.version,
+            Loaded::Pending(pending) => pending.head.version,
+        }
+    }
+
+    /// With the versions `changes` (each following the one before) applied.
+    fn extended(&self, changes: &[IndexVersion]) -> Loaded {
+        match self {
+            Loaded::Ready(index) => {
+                let mut index = (**index).clone();
+                for change in changes {
+                    apply(&mut index, change);
+                }
+                Loaded::Ready(Arc::new(index))
+            }
+            Loaded::Pending(pending) => {
+                let mut head = pending.head.clone();
+                let mut view_actions = pending.view_actions.clone();
+                let mut schemas = pending.schemas.clone();
+                for change in changes {
+                    head.apply_but_views(&change.actions);
+                    head.version = change.version;
+                    head.committed_at = change.committed_at;
+                    head.commit_id = change.commit_id.clone();
+                    for action in &change.actions {
+                        if let IndexAction::PutView(entry) = action {
+                            schemas.insert((entry.name.catalog.clone(), entry.name.schema.clone()));
+                        }
+                        if matches!(action, IndexAction::PutView(_) | IndexAction::RemoveView(_)) {
+                            view_actions.push(action.clone());
+                        }
+                    }
+                }
+                Loaded::Pending(Arc::new(Pending {
+                    head,
+                    views: pending.views.clone(),
+                    path: pending.path.clone(),
+                    view_actions,
+                    schemas,
+                }))
+            }
+        }
+    }
+}
+
+impl Pending {
+    fn materialize(&self) -> Result<Index> {
+        let entries: Vec<IndexEntry> =
+            serde_json::from_slice(&self.views).map_err(|e| Error::CorruptManifest {
+                path: self.path.clone(),
+                reason: format!("its views do not parse: {e}"),
+            })?;
+        let mut index = self.head.clone();
+        index.views = entries.into_iter().map(|e| (e.name.clone(), e)).collect();
+        index.apply_to_views(&self.view_actions);
+        Ok(index)
+    }
+}
 
 /// An index version as read: format 2 changes, or a whole format 1
 /// manifest (the last version before a migration).
@@ -96,56 +192,140 @@ impl Catalog {
     }
 
     /// Loads the latest index version (if newer than what is loaded) and
-    /// returns it. When nothing changed this costs one `HEAD` request (of
-    /// the version after the loaded one); it reads the versions committed
-    /// since, or, far behind, a checkpoint and the versions after it; it
-    /// never lists the log unless the pointer is missing or stale.
+    /// returns it (see [`Self::refresh`]).
     pub async fn reload(&self) -> Result<Arc<Index>> {
-        let current = self.index();
-        if current.version > 0 && self.index_log.still_latest(current.version).await? {
-            return Ok(current);
+        self.refresh().await?;
+        let index = self.index();
+        self.check_poisoned()?;
+        Ok(index)
+    }
+
+    /// Loads the latest index version if newer than what is loaded, and
+    /// returns its number. When nothing changed this costs two `HEAD`
+    /// requests (of the version after the loaded one, and of the loaded
+    /// one: versions a checkpoint covers may be deleted any time); it reads
+    /// the versions committed since, or, far behind, a checkpoint and the
+    /// versions after it, whose views are parsed only when needed; it
+    /// never lists the log unless the pointer is missing or stale.
+    pub async fn refresh(&self) -> Result<u64> {
+        self.check_poisoned()?;
+        let current = self.loaded();
+        let version = current.version();
+        if version > 0 && self.index_log.still_latest(version).await? {
+            return Ok(version);
         }
         let (latest, pointer) = self.index_log.latest_version().await?;
         let Some(latest) = latest else {
-            return Ok(current);
+            return Ok(version);
         };
-        if latest <= current.version {
-            return Ok(current);
+        if latest <= version {
+            return Ok(version);
         }
-        let near = current.version > 0 && latest - current.version <= CHECKPOINT_INTERVAL;
-        if near && let Some(index) = self.read_forward(&current, latest).await? {
-            return Ok(self.install(index, None));
+        let near = version > 0 && latest - version <= CHECKPOINT_INTERVAL;
+        if near && let Some(changes) = self.read_forward(version, latest).await? {
+            return Ok(self.install(current.extended(&changes), None).version());
         }
-        let (index, legacy) = self
+        let (loaded, legacy) = self
             .read_from_base(latest, pointer.and_then(|p| p.checkpoint))
             .await?;
-        Ok(self.install(index, legacy))
+        Ok(self.install(loaded, legacy).version())
     }
 
-    /// `from` with the versions after it up to `to` applied; `None` when
-    /// one is gone (cleaned up under an idle reader) or starts afresh.
-    async fn read_forward(&self, from: &Index, to: u64) -> Result<Option<Index>> {
-        let mut index = from.clone();
-        let reads: Vec<BoxFuture<'_, Result<(u64, Option<Read>)>>> = (from.version + 1..=to)
-            .map(|v| {
-                Box::pin(async move { self.read_index_version(v).await.map(|read| (v, read)) })
-                    as BoxFuture<'_, _>
-            })
+    /// The loaded index as it is (views parsed or not).
+    pub(super) fn loaded(&self) -> Loaded {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The loaded index, its views parsed now if they were not.
+    pub(super) fn materialize(&self) -> Arc<Index> {
+        let pending = match self.loaded() {
+            Loaded::Ready(index) => return index,
+            Loaded::Pending(pending) => pending,
+        };
+        let index = match pending.materialize() {
+            Ok(index) => Arc::new(index),
+            Err(e) => {
+                log::error!("{e}");
+                *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                Arc::new(pending.head.clone())
+            }
+        };
+        let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
+        match &*guard {
+            Loaded::Pending(p) if Arc::ptr_eq(p, &pending) => {
+                *guard = Loaded::Ready(Arc::clone(&index));
+                index
+            }
+            // Replaced meanwhile by a newer one.
+            Loaded::Ready(newer) => Arc::clone(newer),
+            Loaded::Pending(_) => index,
+        }
+    }
+
+    /// The error of a checkpoint whose views did not parse, if any.
+    pub fn check_poisoned(&self) -> Result<()> {
+        match &*self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(Error::CorruptManifest { path, reason }) => Err(Error::CorruptManifest {
+                path: path.clone(),
+                reason: reason.clone(),
+            }),
+            Some(other) => Err(Error::CorruptManifest {
+                path: self.location.clone(),
+                reason: other.to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The loaded index version, without parsing anything.
+    pub fn version(&self) -> u64 {
+        self.loaded().version()
+    }
+
+    /// The schemas (catalog, schema) that hold views in the loaded index
+    /// (or did since its checkpoint), without parsing its views.
+    pub fn schemas(&self) -> Vec<(String, String)> {
+        match self.loaded() {
+            Loaded::Ready(index) => {
+                let mut schemas: Vec<(String, String)> = index
+                    .views
+                    .keys()
+                    .map(|n| (n.catalog.clone(), n.schema.clone()))
+                    .collect();
+                schemas.dedup();
+                schemas
+            }
+            Loaded::Pending(pending) => pending.schemas.iter().cloned().collect(),
+        }
+    }
+
+    /// The remembered relations of the loaded index, without parsing its
+    /// views.
+    pub fn relations(&self) -> Vec<crate::spec::RelationEntry> {
+        match self.loaded() {
+            Loaded::Ready(index) => index.relations.clone(),
+            Loaded::Pending(pending) => pending.head.relations.clone(),
+        }
+    }
+
+    /// The versions after `from` up to `to`; `None` when one is gone
+    /// (deleted under an idle reader) or starts afresh.
+    async fn read_forward(&self, from: u64, to: u64) -> Result<Option<Vec<IndexVersion>>> {
+        let reads: Vec<BoxFuture<'_, Result<Option<Read>>>> = (from + 1..=to)
+            .map(|v| Box::pin(self.read_index_version(v)) as BoxFuture<'_, _>)
             .collect();
-        let reads: Vec<(u64, Option<Read>)> = futures::stream::iter(reads)
+        let reads: Vec<Option<Read>> = futures::stream::iter(reads)
             .buffered(16)
             .try_collect()
             .await?;
-        for (version, read) in reads {
+        let mut changes = Vec::with_capacity(reads.len());
+        for read in reads {
             match read {
-                Some(Read::Changes(changes)) if changes.base.is_none() => {
-                    apply(&mut index, &changes);
-                }
+                Some(Read::Changes(change)) if change.base.is_none() => changes.push(change),
                 _ => return Ok(None),
             }
-            debug_assert_eq!(index.version, version);
         }
-        Ok(Some(index))
+        Ok(Some(changes))
     }
 
     /// The index at `latest`, from the newest checkpoint or base before it.
@@ -153,7 +333,7 @@ impl Catalog {
         &self,
         latest: u64,
         checkpoint: Option<u64>,
-    ) -> Result<(Index, Option<Arc<Manifest>>)> {
+    ) -> Result<(Loaded, Option<Arc<Manifest>>)> {
         // The checkpoint the pointer names; when a version after it is gone
         // (a newer checkpoint the pointer does not name yet covers it), or
         // there is none, the newest listed.
@@ -189,45 +369,44 @@ impl Catalog {
     /// missing.
     async fn walk_back(
         &self,
-        mut start: Option<Index>,
+        mut start: Option<Loaded>,
         latest: u64,
-    ) -> Result<Option<(Index, Option<Arc<Manifest>>)>> {
-        let floor = start.as_ref().map_or(0, |i| i.version);
+    ) -> Result<Option<(Loaded, Option<Arc<Manifest>>)>> {
+        let floor = start.as_ref().map_or(0, |i| i.version());
         let mut changes = vec![];
         let mut version = latest;
         let mut legacy = None;
-        let mut base = loop {
+        let base = loop {
             if version == floor
-                && let Some(index) = start.take()
+                && let Some(loaded) = start.take()
             {
-                break index;
+                break loaded;
             }
             if version == 0 {
                 self.set_base_version(0);
-                break Index::default();
+                break Loaded::Ready(Arc::new(Index::default()));
             }
             match self.read_index_version(version).await? {
                 Some(Read::Changes(mut read)) => match read.base.take() {
                     Some(base) => {
                         self.set_base_version(version);
                         changes.push(read);
-                        break *base;
+                        break Loaded::Ready(Arc::new(*base));
                     }
                     None => changes.push(read),
                 },
                 Some(Read::Whole(manifest)) => {
                     let index = legacy_index(&manifest);
                     legacy = Some(Arc::new(manifest));
-                    break index;
+                    break Loaded::Ready(Arc::new(index));
                 }
                 None => return Ok(None),
             }
             version -= 1;
         };
-        for read in changes.iter().rev() {
-            apply(&mut base, read);
-        }
-        if legacy.is_some() && base.version != latest {
+        changes.reverse();
+        let base = base.extended(&changes);
+        if legacy.is_some() && base.version() != latest {
             return Err(Error::CorruptManifest {
                 path: self.index_log.display(&self.index_log.version_path(latest)),
                 reason: "a format 1 version follows format 2 versions".into(),
@@ -236,34 +415,59 @@ impl Catalog {
         Ok(Some((base, legacy)))
     }
 
-    async fn read_checkpoint(&self, version: u64) -> Result<Option<Index>> {
+    async fn read_checkpoint(&self, version: u64) -> Result<Option<Loaded>> {
         let path = self.checkpoint_path(version);
         let bytes = match self.store.get(&path).await {
             Ok(got) => got.bytes().await?,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
+        let display = self.display_path(&path);
         let corrupt = |reason: String| Error::CorruptManifest {
-            path: self.display_path(&path),
+            path: display.clone(),
             reason,
         };
-        let checkpoint: IndexCheckpoint =
-            serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
-        if checkpoint.format_version > MANIFEST_FORMAT {
+        let split = bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .unwrap_or(bytes.len());
+        let (head, views) = (&bytes[..split], bytes.get(split + 1..).unwrap_or_default());
+        #[derive(serde::Deserialize)]
+        struct FormatOnly {
+            format_version: u32,
+        }
+        let format: FormatOnly =
+            serde_json::from_slice(head).map_err(|e| corrupt(e.to_string()))?;
+        if format.format_version > MANIFEST_FORMAT {
             return Err(Error::UnsupportedFormat {
-                path: self.display_path(&path),
-                found: checkpoint.format_version,
+                path: display,
+                found: format.format_version,
                 supported: MANIFEST_FORMAT,
             });
         }
-        if checkpoint.index.version != version {
+        let header: CheckpointHeader =
+            serde_json::from_slice(head).map_err(|e| corrupt(e.to_string()))?;
+        if header.index.version != version {
             return Err(corrupt(format!(
                 "it says version {}, its name says {version}",
-                checkpoint.index.version
+                header.index.version
+            )));
+        }
+        if header.views_bytes != views.len() as u64 {
+            return Err(corrupt(format!(
+                "its views take {} bytes, its header says {}",
+                views.len(),
+                header.views_bytes
             )));
         }
         *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
-        Ok(Some(checkpoint.index))
+        Ok(Some(Loaded::Pending(Arc::new(Pending {
+            head: header.index,
+            views: views.to_vec(),
+            path: display,
+            view_actions: vec![],
+            schemas: header.schemas.into_iter().collect(),
+        }))))
     }
 
     /// The checkpoint versions, oldest first (a `LIST`).
@@ -278,13 +482,23 @@ impl Catalog {
         Ok(found)
     }
 
-    pub(super) fn install(&self, index: Index, legacy: Option<Arc<Manifest>>) -> Arc<Index> {
+    pub(super) fn install(&self, loaded: Loaded, legacy: Option<Arc<Manifest>>) -> Loaded {
         let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
-        if index.version > guard.version || (guard.version == 0 && index.version == 0) {
-            *guard = Arc::new(index);
+        let (new, old) = (loaded.version(), guard.version());
+        if new > old || (old == 0 && new == 0) {
+            *guard = loaded;
             *self.legacy.write().unwrap_or_else(|e| e.into_inner()) = legacy;
+            *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
-        Arc::clone(&guard)
+        guard.clone()
+    }
+
+    /// Installs a committed index and returns it.
+    pub(super) fn install_index(&self, index: Index) -> Arc<Index> {
+        match self.install(Loaded::Ready(Arc::new(index)), None) {
+            Loaded::Ready(index) => index,
+            Loaded::Pending(_) => self.materialize(),
+        }
     }
 
     /// The version of the format 2 base this process last read or wrote
@@ -374,7 +588,7 @@ impl Catalog {
                 }
                 journal::Put::Landed => {}
             }
-            let next = self.install(next, None);
+            let next = self.install_index(next);
             if let Ok(mut pending) = self.forgotten.lock() {
                 pending.slots.retain(|s| !forgotten.slots.contains(s));
                 pending.retired.retain(|r| !forgotten.retired.contains(r));
@@ -419,13 +633,30 @@ impl Catalog {
     /// Writes the checkpoint of `index`; best effort (a missing checkpoint
     /// only makes readers read more versions).
     pub(super) async fn write_checkpoint(&self, index: &Index) -> bool {
-        let checkpoint = IndexCheckpoint {
-            format_version: MANIFEST_FORMAT,
-            index: index.clone(),
-        };
-        let Ok(bytes) = encode("a checkpoint", &checkpoint) else {
+        let views: Vec<&IndexEntry> = index.views.values().collect();
+        let Ok(views) = encode("a checkpoint", &views) else {
             return false;
         };
+        let mut schemas: Vec<(String, String)> = index
+            .views
+            .keys()
+            .map(|n| (n.catalog.clone(), n.schema.clone()))
+            .collect();
+        schemas.dedup();
+        let header = CheckpointHeader {
+            format_version: MANIFEST_FORMAT,
+            index: Index {
+                views: BTreeMap::new(),
+                ..index.clone()
+            },
+            schemas,
+            views_bytes: views.len() as u64,
+        };
+        let Ok(mut bytes) = encode("a checkpoint", &header) else {
+            return false;
+        };
+        bytes.push(b'\n');
+        bytes.extend(views);
         match self
             .store
             .put_opts(
@@ -514,7 +745,7 @@ impl Catalog {
                     self.location
                 );
                 self.set_base_version(version);
-                let index = self.install(index, None);
+                let index = self.install_index(index);
                 self.after_index_commit(&index).await;
                 Ok(())
             }

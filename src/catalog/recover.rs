@@ -50,8 +50,10 @@ impl Catalog {
             None => {
                 let mut found = None;
                 for (version, _) in versions.iter().rev() {
-                    if let Ok((index, legacy)) = self.read_from_base(*version, None).await {
-                        self.install(index.clone(), legacy);
+                    if let Ok((loaded, legacy)) = self.read_from_base(*version, None).await
+                        && let Ok(index) = loaded.to_index()
+                    {
+                        self.install(loaded, legacy);
                         found = Some(index);
                         break;
                     }
@@ -212,7 +214,7 @@ impl Catalog {
                 format!("{} ({rows} rows)", v.name)
             })
             .collect();
-        self.install(index, None);
+        self.install(index::Loaded::Ready(Arc::new(index)), None);
         Ok(report)
     }
 }

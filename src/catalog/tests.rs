@@ -89,7 +89,7 @@ async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
     a.commit(|_| Ok(())).await.unwrap();
     let mut seen = vec![];
     // b still believes version 0 is the latest until its put fails.
-    *b.index.write().unwrap() = Arc::new(Index::default());
+    *b.index.write().unwrap() = index::Loaded::Ready(Arc::new(Index::default()));
     b.commit(|m| {
         seen.push(m.version);
         Ok(())
@@ -563,9 +563,8 @@ async fn a_view_commit_writes_the_same_bytes_whatever_the_number_of_views() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn commits_to_different_views_never_conflict() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn ObjectStore> = Arc::new(
-        object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
-    );
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
     let setup = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     create_views(&setup, 4).await;
     let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -591,7 +590,11 @@ async fn commits_to_different_views_never_conflict() {
     }
     // One attempt per commit: no writer ever lost a race and retried.
     assert_eq!(attempts.load(std::sync::atomic::Ordering::SeqCst), 80);
-    assert_eq!(setup.reload().await.unwrap().version, 1, "the index untouched");
+    assert_eq!(
+        setup.reload().await.unwrap().version,
+        1,
+        "the index untouched"
+    );
     for i in 0..4 {
         let name = QualifiedName::new("datafusion", "public", format!("v{i}"));
         assert_eq!(setup.view(&name).await.unwrap().unwrap().version, 21);
@@ -743,4 +746,28 @@ async fn a_migration_that_loses_the_race_deletes_its_view_logs() {
         manifest.views[0]
     );
     assert_eq!(b.index().version, 4);
+}
+
+#[tokio::test]
+async fn a_checkpoint_whose_views_do_not_parse_fails_every_statement() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let c = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    for _ in 0..CHECKPOINT_INTERVAL {
+        create_views(&c, 1).await;
+    }
+    c.index_log.settle_pointer().await;
+    let path = c.checkpoint_path(CHECKPOINT_INTERVAL);
+    let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
+    // Same length, not JSON: only parsing the views finds it.
+    let mut broken = bytes.to_vec();
+    let last = broken.len() - 2;
+    broken[last] = b'#';
+    store.put(&path, PutPayload::from(broken)).await.unwrap();
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let err = reader.reload().await.unwrap_err();
+    assert!(
+        matches!(&err, Error::CorruptManifest { reason, .. } if reason.contains("views do not parse")),
+        "{err}"
+    );
+    assert!(reader.refresh().await.is_err(), "and stays failed");
 }

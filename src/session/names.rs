@@ -96,6 +96,20 @@ impl MatviewSession {
         Ok(())
     }
 
+    /// Makes schema `catalog.schema` list the catalog's views, without
+    /// reading the index's views: it is wrapped unless it already is.
+    fn install_schema(&self, catalog: &str, schema: &str) -> Result<()> {
+        let wrapped = self
+            .ctx
+            .catalog(catalog)
+            .and_then(|c| c.schema(schema))
+            .is_some_and(|s| crate::schema::lists_views_of(&s, &self.catalog));
+        if !wrapped {
+            crate::schema::install(&self.ctx, &self.catalog, catalog, schema)?;
+        }
+        Ok(())
+    }
+
     /// Removes a plain view or table from the session (a materialized
     /// view leaves with its index entry).
     pub(super) fn deregister(&self, name: &QualifiedName) -> Result<()> {
@@ -131,18 +145,14 @@ impl MatviewSession {
     /// registers, replaces or removes views to match it. Every statement
     /// run through [`Self::sql`] does this first.
     pub async fn sync(&self) -> Result<()> {
-        let index = self.catalog.reload().await?;
-        if self.registrations().version == index.version {
+        let version = self.catalog.refresh().await?;
+        if self.registrations().version == version {
             return Ok(());
         }
-        let mut last: Option<(&str, &str)> = None;
-        for name in index.views.keys() {
-            if last != Some((&name.catalog, &name.schema)) {
-                self.register_view(name)?;
-                last = Some((&name.catalog, &name.schema));
-            }
+        for (catalog, schema) in self.catalog.schemas() {
+            self.install_schema(&catalog, &schema)?;
         }
-        self.registrations().version = index.version;
+        self.registrations().version = version;
         Ok(())
     }
 }

@@ -139,14 +139,21 @@ pub struct IndexVersion {
     pub actions: Vec<IndexAction>,
 }
 
-/// A checkpoint, `_matview/checkpoint/{version:020}.json`: the index at
-/// that version, so a reader needs not read every version before it.
+/// The first line of a checkpoint, `_matview/checkpoint/{version:020}.json`:
+/// the index at that version but its views, which are the second line (a
+/// JSON list of [`IndexEntry`]), so a reader needs not read every version
+/// before it, and opening the catalog parses the views only when a
+/// statement needs them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IndexCheckpoint {
+pub struct CheckpointHeader {
     /// [`MANIFEST_FORMAT`].
     pub format_version: u32,
-    /// The state.
+    /// The index without its views.
     pub index: Index,
+    /// The schemas (catalog, schema) that hold views.
+    pub schemas: Vec<(String, String)>,
+    /// The length in bytes of the second line.
+    pub views_bytes: u64,
 }
 
 /// One version of a view's log, `_matview/views/<slot>/{version:020}.json`:
@@ -261,6 +268,12 @@ impl Index {
 
     /// Applies the actions of one version.
     pub fn apply(&mut self, actions: &[IndexAction]) {
+        self.apply_to_views(actions);
+        self.apply_but_views(actions);
+    }
+
+    /// Applies what `actions` change of the views alone.
+    pub fn apply_to_views(&mut self, actions: &[IndexAction]) {
         for action in actions {
             match action {
                 IndexAction::PutView(entry) => {
@@ -269,6 +282,16 @@ impl Index {
                 IndexAction::RemoveView(name) => {
                     self.views.remove(name);
                 }
+                _ => {}
+            }
+        }
+    }
+
+    /// Applies what `actions` change but the views.
+    pub fn apply_but_views(&mut self, actions: &[IndexAction]) {
+        for action in actions {
+            match action {
+                IndexAction::PutView(_) | IndexAction::RemoveView(_) => {}
                 IndexAction::Relations(relations) => self.relations = relations.clone(),
                 IndexAction::RetireSlots(slots) => {
                     for slot in slots {
