@@ -1745,3 +1745,61 @@ fn stdin_that_carries_the_sql_cannot_carry_table_data() {
         "{run:#?}"
     );
 }
+
+#[test]
+fn migrate_moves_a_catalog_of_the_previous_build_once() {
+    let dir = Dir::new();
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let path = entry.unwrap().path();
+            let target = to.join(path.file_name().unwrap());
+            if path.is_dir() {
+                copy(&path, &target);
+            } else {
+                std::fs::copy(&path, &target).unwrap();
+            }
+        }
+    }
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    copy(&fixture.join("format1-catalog"), &dir.join("catalog"));
+    // The remembered external table's location is relative to where dfmv runs.
+    copy(
+        &fixture.join("format1-source"),
+        &dir.join("tests/data/format1-source"),
+    );
+    let catalog = std::fs::canonicalize(dir.join("catalog")).unwrap();
+    let run = dir.dfmv(&["migrate"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        run.stdout,
+        format!(
+            "catalog {} moved to format 2 at version 10\n",
+            catalog.display()
+        )
+    );
+    let run = dir.dfmv(&["migrate"]);
+    assert_eq!(
+        run.stdout,
+        format!(
+            "catalog {} is already in format 2: nothing to migrate\n",
+            catalog.display()
+        )
+    );
+    assert_eq!(
+        dir.ok(&[
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT day, total FROM daily ORDER BY day",
+            "-c",
+            "SELECT * FROM recent ORDER BY day",
+        ]),
+        "day,total\n2026-01-01,15\n2026-01-02,7\n2026-01-03,1\n\
+         day,total\n2026-01-02,7\n2026-01-03,1\n"
+    );
+    let run = dir.dfmv(&["-c", "SELECT 1", "migrate"]);
+    assert_ne!(run.code, 0);
+    assert!(run.stdout.contains("migrate runs alone"), "{run:#?}");
+}

@@ -1187,7 +1187,9 @@ async fn another_process_commits_are_seen_without_listing() {
     // Opening after hundreds of commits reads a pointer, probes, makes one
     // LIST that starts after the latest version (a gap in the log would
     // show there), and reads the newest checkpoint and the index versions
-    // after it (at most CHECKPOINT_INTERVAL); no view's log.
+    // after it (at most CHECKPOINT_INTERVAL); no view's log. HEADs: the
+    // pointer's version and the next (the probe), then the session's first
+    // check (the next version and the loaded one).
     use std::sync::atomic::Ordering::SeqCst;
     let lists = store.counters().lists.load(SeqCst);
     let (gets, heads) = (
@@ -1209,7 +1211,8 @@ async fn another_process_commits_are_seen_without_listing() {
         read <= 2 + datafusion_matview::catalog::CHECKPOINT_INTERVAL,
         "{read} reads"
     );
-    assert!(store.counters().heads.load(SeqCst) - heads <= 3);
+    let probed = store.counters().heads.load(SeqCst) - heads;
+    assert!(probed <= 4, "{probed} HEAD requests");
 }
 
 /// The writer of the readers test, in its own process: replaces view `v`,
