@@ -353,12 +353,11 @@ impl Catalog {
         let mut next_due: Option<DateTime<Utc>> = None;
         for retired in &state.retired {
             match retired.retired_at {
-                Some(t) if t <= cutoff => {
-                    if !pending.contains(retired) {
-                        files += self.delete_retired(retired).await?;
-                        deleted.push(retired.clone());
-                    }
+                Some(t) if t <= cutoff && !pending.contains(retired) => {
+                    files += self.delete_retired(retired).await?;
+                    deleted.push(retired.clone());
                 }
+                Some(t) if t <= cutoff => {}
                 Some(t) => {
                     let due = self.expiry(t);
                     next_due = Some(next_due.map_or(due, |d| d.min(due)));

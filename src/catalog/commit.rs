@@ -1,5 +1,5 @@
-//! Committing: the next version written with `PutMode::Create`, retried
-//! on conflict, with its preconditions as [`Requirement`] values.
+//! What a commit needs: its preconditions as [`Requirement`] values, and
+//! the put options that write only new files.
 
 use super::*;
 

@@ -110,23 +110,11 @@ pub(super) enum Read {
 
 /// Parses one index version file (`path` names it in errors).
 pub(super) fn parse_index_version(path: &str, bytes: &[u8], expected: u64) -> Result<Read> {
-    #[derive(serde::Deserialize)]
-    struct FormatOnly {
-        format_version: u32,
-    }
     let corrupt = |reason: String| Error::CorruptManifest {
         path: path.to_string(),
         reason,
     };
-    let format: FormatOnly = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
-    if format.format_version > MANIFEST_FORMAT {
-        return Err(Error::UnsupportedFormat {
-            path: path.to_string(),
-            found: format.format_version,
-            supported: MANIFEST_FORMAT,
-        });
-    }
-    if format.format_version < 2 {
+    if versions::format_of(path, bytes)? < 2 {
         return Ok(Read::Whole(parse_manifest(path, bytes, expected)?));
     }
     let version: IndexVersion =
@@ -432,19 +420,7 @@ impl Catalog {
             .position(|b| *b == b'\n')
             .unwrap_or(bytes.len());
         let (head, views) = (&bytes[..split], bytes.get(split + 1..).unwrap_or_default());
-        #[derive(serde::Deserialize)]
-        struct FormatOnly {
-            format_version: u32,
-        }
-        let format: FormatOnly =
-            serde_json::from_slice(head).map_err(|e| corrupt(e.to_string()))?;
-        if format.format_version > MANIFEST_FORMAT {
-            return Err(Error::UnsupportedFormat {
-                path: display,
-                found: format.format_version,
-                supported: MANIFEST_FORMAT,
-            });
-        }
+        versions::format_of(&display, head)?;
         let header: CheckpointHeader =
             serde_json::from_slice(head).map_err(|e| corrupt(e.to_string()))?;
         if header.index.version != version {
@@ -611,7 +587,7 @@ impl Catalog {
     /// intervals of versions however many commits the catalog has had.
     async fn after_index_commit(&self, index: &Index) {
         let mut checkpoint = *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner());
-        if index.version % CHECKPOINT_INTERVAL == 0 && self.write_checkpoint(index).await {
+        if index.version.is_multiple_of(CHECKPOINT_INTERVAL) && self.write_checkpoint(index).await {
             if let Some(previous) = checkpoint.filter(|c| *c < index.version) {
                 // Best effort: a later checkpoint or cleanup deletes what is left.
                 if let Err(e) = self.index_log.delete_before(previous).await {

@@ -40,22 +40,11 @@ impl ViewLog {
 }
 
 pub(super) fn parse_view_version(path: &str, bytes: &[u8], expected: u64) -> Result<ViewVersion> {
-    #[derive(serde::Deserialize)]
-    struct FormatOnly {
-        format_version: u32,
-    }
     let corrupt = |reason: String| Error::CorruptManifest {
         path: path.to_string(),
         reason,
     };
-    let format: FormatOnly = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
-    if format.format_version > MANIFEST_FORMAT {
-        return Err(Error::UnsupportedFormat {
-            path: path.to_string(),
-            found: format.format_version,
-            supported: MANIFEST_FORMAT,
-        });
-    }
+    versions::format_of(path, bytes)?;
     let version: ViewVersion = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if version.version != expected {
         return Err(corrupt(format!(
