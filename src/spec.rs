@@ -161,71 +161,6 @@ impl Manifest {
         self.views.iter().find(|v| &v.name == name)
     }
 
-    /// The view of that name, mutably.
-    pub fn view_mut(&mut self, name: &QualifiedName) -> Option<&mut ViewEntry> {
-        self.views.iter_mut().find(|v| &v.name == name)
-    }
-
-    /// Inserts or replaces a view, keeping the list sorted; the data of a
-    /// replaced view is retired.
-    pub fn upsert(&mut self, entry: ViewEntry) {
-        match self.views.binary_search_by(|v| v.name.cmp(&entry.name)) {
-            Ok(i) => {
-                let old = std::mem::replace(&mut self.views[i], entry);
-                let new = self.views[i].clone();
-                self.retire(&old, &new);
-            }
-            Err(i) => self.views.insert(i, entry),
-        }
-    }
-
-    /// Replaces the data of a view, retiring the old snapshot.
-    pub fn set_snapshot(&mut self, name: &QualifiedName, snapshot: Snapshot) {
-        let Some(i) = self.views.iter().position(|v| &v.name == name) else {
-            return;
-        };
-        let old = self.views[i].clone();
-        self.views[i].snapshot = Some(snapshot);
-        let new = self.views[i].clone();
-        self.retire(&old, &new);
-    }
-
-    /// Removes a view, retiring its data; returns it if it was there.
-    pub fn remove(&mut self, name: &QualifiedName) -> Option<ViewEntry> {
-        let i = self.views.iter().position(|v| &v.name == name)?;
-        let old = self.views.remove(i);
-        let gone = ViewEntry {
-            snapshot: None,
-            ..old.clone()
-        };
-        self.retire(&old, &gone);
-        Some(old)
-    }
-
-    /// Remembers a relation, replacing one of the same name (which keeps
-    /// its place in the creation order).
-    pub fn upsert_relation(&mut self, entry: RelationEntry) {
-        match self.relations.iter_mut().find(|r| r.name == entry.name) {
-            Some(existing) => *existing = entry,
-            None => self.relations.push(entry),
-        }
-    }
-
-    /// Forgets a relation; returns whether it was remembered.
-    pub fn remove_relation(&mut self, name: &QualifiedName) -> bool {
-        let before = self.relations.len();
-        self.relations.retain(|r| &r.name != name);
-        before != self.relations.len()
-    }
-
-    /// Retires the directories `old` used that `new` does not, and the
-    /// files `old` used that `new` does not in directories `new` still
-    /// uses (an incremental refresh keeps some files of the snapshot
-    /// before and evicts others).
-    fn retire(&mut self, old: &ViewEntry, new: &ViewEntry) {
-        self.retired.extend(retired_between(old, new));
-    }
-
     /// Snapshot directories this version references or keeps for older
     /// readers, relative to the catalog root.
     pub fn known_snapshot_dirs(&self) -> BTreeSet<String> {
@@ -403,7 +338,7 @@ mod tests {
     fn manifest_round_trips_through_json() {
         let mut m = Manifest::default();
         let name = QualifiedName::new("datafusion", "public", "My View");
-        m.upsert(ViewEntry {
+        m.views.push(ViewEntry {
             dir: view_dir(&name),
             name,
             id: "id1".into(),
@@ -457,34 +392,37 @@ mod tests {
     }
 
     #[test]
-    fn upsert_keeps_views_sorted_and_replaces() {
-        let mut m = Manifest::default();
-        for n in ["b", "a", "c", "a"] {
-            let name = QualifiedName::new("datafusion", "public", n);
-            m.upsert(ViewEntry {
-                dir: view_dir(&name),
-                name,
-                id: n.into(),
-                definition: empty_definition(),
-                created_at: Utc::now(),
-                snapshot: None,
-            });
+    fn put_view_replaces_and_retires_the_old_log() {
+        let mut index = Index::default();
+        let entry = |n: &str, slot: &str| IndexEntry {
+            name: QualifiedName::new("datafusion", "public", n),
+            id: slot.into(),
+            slot: slot.into(),
+            sources: vec![],
+        };
+        for (n, slot) in [("b", "1"), ("a", "2"), ("c", "3"), ("a", "4")] {
+            index.put_view(entry(n, slot));
         }
-        let names: Vec<_> = m.views.iter().map(|v| v.name.name.as_str()).collect();
+        let names: Vec<_> = index.views.keys().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "c"]);
-        assert!(
-            m.remove(&QualifiedName::new("datafusion", "public", "b"))
-                .is_some()
-        );
-        assert!(
-            m.remove(&QualifiedName::new("datafusion", "public", "b"))
-                .is_none()
-        );
+        let retired: Vec<_> = index
+            .retired_slots
+            .iter()
+            .map(|r| r.slot.as_str())
+            .collect();
+        assert_eq!(retired, ["2"]);
+        let b = QualifiedName::new("datafusion", "public", "b");
+        assert!(index.remove_view(&b).is_some());
+        assert!(index.remove_view(&b).is_none());
+        // The changes, as an index version stores them, give the same index.
+        let mut replayed = Index::default();
+        replayed.apply(&Index::default().diff(&index));
+        assert_eq!(replayed.views, index.views);
+        assert_eq!(replayed.retired_slots, index.retired_slots);
     }
 
     #[test]
     fn evicted_files_are_retired_alone_while_their_directory_is_in_use() {
-        let mut m = Manifest::default();
         let name = QualifiedName::new("datafusion", "public", "v");
         let file = |path: &str| DataFile {
             path: path.into(),
@@ -502,25 +440,29 @@ mod tests {
             sources: vec![],
             state_columns: vec![],
         };
-        m.upsert(ViewEntry {
-            dir: "public/v".into(),
-            name: name.clone(),
-            id: "id".into(),
-            definition: empty_definition(),
-            created_at: Utc::now(),
-            snapshot: Some(snapshot(
-                "s1",
-                vec![file("public/v/s1/a.parquet"), file("public/v/s1/b.parquet")],
-            )),
-        });
+        let mut m = ViewVersion {
+            format_version: MANIFEST_FORMAT,
+            version: 1,
+            committed_at: Utc::now(),
+            commit_id: String::new(),
+            view: ViewEntry {
+                dir: "public/v".into(),
+                name,
+                id: "id".into(),
+                definition: empty_definition(),
+                created_at: Utc::now(),
+                snapshot: Some(snapshot(
+                    "s1",
+                    vec![file("public/v/s1/a.parquet"), file("public/v/s1/b.parquet")],
+                )),
+            },
+            retired: vec![],
+        };
         // s2 keeps a, evicts b, adds c.
-        m.set_snapshot(
-            &name,
-            snapshot(
-                "s2",
-                vec![file("public/v/s1/a.parquet"), file("public/v/s2/c.parquet")],
-            ),
-        );
+        m.set_snapshot(snapshot(
+            "s2",
+            vec![file("public/v/s1/a.parquet"), file("public/v/s2/c.parquet")],
+        ));
         assert_eq!(
             m.retired,
             [RetiredSnapshot {
@@ -530,7 +472,7 @@ mod tests {
             }]
         );
         // s3 uses none of s1 and s2: both directories go whole.
-        m.set_snapshot(&name, snapshot("s3", vec![file("public/v/s3/d.parquet")]));
+        m.set_snapshot(snapshot("s3", vec![file("public/v/s3/d.parquet")]));
         let dirs: Vec<(&str, usize)> = m
             .retired
             .iter()

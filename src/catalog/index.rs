@@ -274,15 +274,7 @@ impl Catalog {
     /// (or did since its checkpoint), without parsing its views.
     pub fn schemas(&self) -> Vec<(String, String)> {
         match self.loaded() {
-            Loaded::Ready(index) => {
-                let mut schemas: Vec<(String, String)> = index
-                    .views
-                    .keys()
-                    .map(|n| (n.catalog.clone(), n.schema.clone()))
-                    .collect();
-                schemas.dedup();
-                schemas
-            }
+            Loaded::Ready(index) => index.schemas(),
             Loaded::Pending(pending) => pending.schemas.iter().cloned().collect(),
         }
     }
@@ -613,19 +605,13 @@ impl Catalog {
         let Ok(views) = encode("a checkpoint", &views) else {
             return false;
         };
-        let mut schemas: Vec<(String, String)> = index
-            .views
-            .keys()
-            .map(|n| (n.catalog.clone(), n.schema.clone()))
-            .collect();
-        schemas.dedup();
         let header = CheckpointHeader {
             format_version: MANIFEST_FORMAT,
             index: Index {
                 views: BTreeMap::new(),
                 ..index.clone()
             },
-            schemas,
+            schemas: index.schemas(),
             views_bytes: views.len() as u64,
         };
         let Ok(mut bytes) = encode("a checkpoint", &header) else {

@@ -197,6 +197,17 @@ impl Index {
         }
     }
 
+    /// The schemas (catalog, schema) that hold views, in order.
+    pub fn schemas(&self) -> Vec<(String, String)> {
+        let mut schemas: Vec<(String, String)> = self
+            .views
+            .keys()
+            .map(|n| (n.catalog.clone(), n.schema.clone()))
+            .collect();
+        schemas.dedup();
+        schemas
+    }
+
     /// Removes a view, retiring its log; returns it if it was there.
     pub fn remove_view(&mut self, name: &QualifiedName) -> Option<IndexEntry> {
         let old = self.views.remove(name)?;
