@@ -1799,7 +1799,7 @@ fn migrate_moves_a_catalog_of_the_previous_build_once() {
         "day,total\n2026-01-01,15\n2026-01-02,7\n2026-01-03,1\n\
          day,total\n2026-01-02,7\n2026-01-03,1\n"
     );
-    let run = dir.dfmv(&["-c", "SELECT 1", "migrate"]);
+    let run = dir.dfmv(&["-c", "SELECT 1", "-q", "migrate"]);
     assert_ne!(run.code, 0);
     assert!(run.stdout.contains("migrate runs alone"), "{run:#?}");
 }

@@ -215,12 +215,14 @@ impl Catalog {
                 .map(|e| e.slot.clone())
                 .collect()
         } else {
+            let live: std::collections::HashSet<&str> =
+                index.views.values().map(|e| e.slot.as_str()).collect();
             self.view_logs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .filter(|(slot, log)| {
-                    index.views.values().any(|e| &e.slot == *slot)
+                    live.contains(slot.as_str())
                         && log.sweep_due().is_none_or(|due| due <= Utc::now())
                 })
                 .map(|(slot, _)| slot.clone())
@@ -418,11 +420,15 @@ impl Catalog {
         // An index version written since the listing may name a log that
         // was just created: only logs older than the window go.
         let index = self.reload().await?;
+        let named_now: BTreeSet<&str> = index
+            .views
+            .values()
+            .map(|e| e.slot.as_str())
+            .chain(index.retired_slots.iter().map(|r| r.slot.as_str()))
+            .collect();
         let mut deleted = 0;
         for (slot, (young, paths)) in by_slot {
-            let named_now = index.views.values().any(|e| e.slot == slot)
-                || index.retired_slots.iter().any(|r| r.slot == slot);
-            if young || named_now {
+            if young || named_now.contains(slot.as_str()) {
                 continue;
             }
             for path in paths {
