@@ -2,7 +2,6 @@
 //! committing a change to one view (a refresh) without touching the index
 //! or any other view.
 
-use super::index::index_entry;
 use super::*;
 
 /// One view log and what this process last read of it.
@@ -272,11 +271,6 @@ impl Catalog {
             catalog: self.location.clone(),
             attempts: MAX_COMMIT_ATTEMPTS,
         })
-    }
-
-    /// The index entry a new definition `view` gets once its log is `slot`.
-    pub fn index_entry(view: &ViewEntry, slot: SlotId) -> IndexEntry {
-        index_entry(view, slot)
     }
 }
 
