@@ -158,9 +158,17 @@ async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
     assert_eq!(latest["format_version"], 2);
     assert_eq!(latest["base"]["views"].as_array().unwrap().len(), 4);
     let after = files(&catalog);
+    // The format 1 versions stay for their retention window, as any
+    // superseded version. (The fixture's retired snapshots may be deleted
+    // here: they were retired when the fixture was made, over an hour ago.)
+    let format1_log: Vec<&String> = before
+        .iter()
+        .filter(|f| f.starts_with("_matview/log/"))
+        .collect();
+    assert_eq!(format1_log.len(), 9);
     assert!(
-        before.is_subset(&after),
-        "nothing of format 1 is deleted yet"
+        format1_log.iter().all(|f| after.contains(*f)),
+        "a format 1 version was deleted"
     );
     let view_logs = after
         .iter()

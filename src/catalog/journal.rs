@@ -383,6 +383,8 @@ impl Log {
     /// Deletes every version and the pointer (a retired view's log, once
     /// expired).
     pub(super) async fn delete_all(&self) -> Result<usize> {
+        // This process's pointer write must not land after the deletion.
+        self.settle_pointer().await;
         let mut deleted = 0;
         for (version, _) in self.list_versions().await? {
             match self.store.delete(&self.version_path(version)).await {
