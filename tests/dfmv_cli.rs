@@ -7,6 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_dfmv");
 
 /// A test's folder.
@@ -1749,22 +1751,10 @@ fn stdin_that_carries_the_sql_cannot_carry_table_data() {
 #[test]
 fn migrate_moves_a_catalog_of_the_previous_build_once() {
     let dir = Dir::new();
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let path = entry.unwrap().path();
-            let target = to.join(path.file_name().unwrap());
-            if path.is_dir() {
-                copy(&path, &target);
-            } else {
-                std::fs::copy(&path, &target).unwrap();
-            }
-        }
-    }
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
-    copy(&fixture.join("format1-catalog"), &dir.join("catalog"));
+    common::copy_dir(&fixture.join("format1-catalog"), &dir.join("catalog"));
     // The remembered external table's location is relative to where dfmv runs.
-    copy(
+    common::copy_dir(
         &fixture.join("format1-source"),
         &dir.join("tests/data/format1-source"),
     );

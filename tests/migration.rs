@@ -14,42 +14,16 @@ use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 
+mod common;
+
 const FIXTURE: &str = "tests/data/format1-catalog";
 
 /// A copy of the checked-in catalog (tests never change the original).
 fn copy_fixture() -> (tempfile::TempDir, PathBuf) {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for entry in std::fs::read_dir(from).unwrap() {
-            let path = entry.unwrap().path();
-            let target = to.join(path.file_name().unwrap());
-            if path.is_dir() {
-                copy(&path, &target);
-            } else {
-                std::fs::copy(&path, &target).unwrap();
-            }
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog");
-    copy(Path::new(FIXTURE), &catalog);
+    common::copy_dir(Path::new(FIXTURE), &catalog);
     (dir, catalog)
-}
-
-fn files(root: &Path) -> BTreeSet<String> {
-    fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, root, out);
-            } else {
-                out.insert(path.strip_prefix(root).unwrap().display().to_string());
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    walk(root, root, &mut out);
-    out
 }
 
 async fn open(catalog: &Path) -> MatviewSession {
@@ -108,7 +82,7 @@ async fn assert_fixture_data(s: &MatviewSession) {
 #[tokio::test]
 async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
     let (_dir, catalog) = copy_fixture();
-    let before = files(&catalog);
+    let before = common::files_under(&catalog);
     let s = open(&catalog).await;
     assert!(s.catalog().is_format_1());
     assert_eq!(s.catalog().index().version, 9);
@@ -132,7 +106,7 @@ async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
         ["big|true", "daily|true", "later|false", "on_daily|true"]
     );
     // Reading wrote nothing.
-    assert_eq!(files(&catalog), before);
+    assert_eq!(common::files_under(&catalog), before);
 
     // The next commit moves the catalog: one index version with the whole
     // index as its base, and one log per view; the format 1 versions stay
@@ -157,7 +131,7 @@ async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
     // anything above 1 by name (tests/golden.rs pins that message).
     assert_eq!(latest["format_version"], 2);
     assert_eq!(latest["base"]["views"].as_array().unwrap().len(), 4);
-    let after = files(&catalog);
+    let after = common::files_under(&catalog);
     // The format 1 versions stay for their retention window, as any
     // superseded version. (The fixture's retired snapshots may be deleted
     // here: they were retired when the fixture was made, over an hour ago.)
@@ -231,7 +205,7 @@ async fn two_processes_migrating_at_once_make_one_format_2_catalog() {
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert!(ra || rb, "one of them migrated");
     // One base version; the logs of the migration that lost are gone.
-    let after = files(&catalog);
+    let after = common::files_under(&catalog);
     let logs: BTreeSet<&str> = after
         .iter()
         .filter_map(|f| f.strip_prefix("_matview/views/"))

@@ -26,6 +26,7 @@ use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
 mod common;
+use common::files_under;
 
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 use futures::TryStreamExt;
@@ -159,25 +160,6 @@ fn write_csv(path: &Path, range: std::ops::RangeInclusive<i64>) {
         text.push_str(&format!("{x}\n"));
     }
     std::fs::write(path, text).unwrap();
-}
-
-/// Every file under `root`, relative to it.
-fn files_under(root: &Path) -> BTreeSet<String> {
-    fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(&path, root, out);
-            } else {
-                out.insert(path.strip_prefix(root).unwrap().display().to_string());
-            }
-        }
-    }
-    let mut out = BTreeSet::new();
-    if root.exists() {
-        walk(root, root, &mut out);
-    }
-    out
 }
 
 /// Runs this test binary again as a child process, in the ignored test

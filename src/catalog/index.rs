@@ -156,7 +156,8 @@ pub fn index_entry(view: &ViewEntry, slot: SlotId) -> IndexEntry {
     }
 }
 
-fn encode<T: serde::Serialize>(what: &'static str, value: &T) -> Result<Vec<u8>> {
+/// `value` as JSON; `what` names it when that fails.
+pub(super) fn encode<T: serde::Serialize>(what: &'static str, value: &T) -> Result<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| Error::Encoding {
         what,
         reason: e.to_string(),

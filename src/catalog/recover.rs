@@ -186,10 +186,7 @@ impl Catalog {
             base: Some(Box::new(index.clone())),
             actions: vec![],
         };
-        let json = serde_json::to_vec(&record).map_err(|e| Error::Encoding {
-            what: "an index version",
-            reason: e.to_string(),
-        })?;
+        let json = index::encode("an index version", &record)?;
         self.store
             .put_opts(
                 &self.index_log.version_path(index.version),

@@ -263,36 +263,13 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
         .await
         .unwrap();
     let name = crate::spec::QualifiedName::new("datafusion", "public", "v");
-    let entry = |snap: &str, file: &str| crate::spec::ViewEntry {
-        name: name.clone(),
-        id: "id".into(),
-        dir: "public/v".into(),
-        definition: crate::spec::Definition {
-            format: 1,
-            sql: "SELECT 1".into(),
-            column_names: vec![],
-            default_catalog: "datafusion".into(),
-            default_schema: "public".into(),
-            schema: datafusion::arrow::datatypes::Schema::empty(),
-            sources: vec![],
-            not_reproducible: None,
-        },
-        created_at: Utc::now(),
-        snapshot: Some(crate::spec::Snapshot {
-            id: snap.into(),
-            files: vec![crate::spec::DataFile {
-                path: file.into(),
-                size: 1,
-                rows: 1,
-                columns: vec![],
-                lineage: None,
-            }],
-            row_count: 1,
-            size_bytes: 1,
-            refreshed_at: Utc::now(),
-            sources: vec![],
-            state_columns: vec![],
-        }),
+    // The view's snapshot holds the one file each test file above is.
+    let entry = |snap: &str, file: &str| {
+        let mut view = test_view("v", snap);
+        if let Some(snapshot) = view.snapshot.as_mut() {
+            snapshot.files[0].path = file.into();
+        }
+        view
     };
     let first = entry(S1, "public/v/11111111111111111111111111111111/a.parquet");
     let slot = c.create_view_log(&first).await.unwrap();

@@ -91,7 +91,7 @@ impl Catalog {
             retired: vec![],
         };
         let log = self.view_log(&slot);
-        let bytes = encode_view(&record)?;
+        let bytes = index::encode("a view version", &record)?;
         match log
             .log
             .put(1, bytes, &record.commit_id, commit_id_in)
@@ -243,7 +243,7 @@ impl Catalog {
             for retired in next.retired.iter_mut().filter(|r| r.retired_at.is_none()) {
                 retired.retired_at = Some(next.committed_at);
             }
-            let bytes = encode_view(&next)?;
+            let bytes = index::encode("a view version", &next)?;
             match log
                 .log
                 .put(next.version, bytes, &commit_id, commit_id_in)
@@ -283,13 +283,6 @@ fn install_view(log: &ViewLog, state: Arc<ViewVersion>) -> Arc<ViewVersion> {
             state
         }
     }
-}
-
-fn encode_view(version: &ViewVersion) -> Result<Vec<u8>> {
-    serde_json::to_vec(version).map_err(|e| Error::Encoding {
-        what: "a view version",
-        reason: e.to_string(),
-    })
 }
 
 pub(super) fn commit_id_in(bytes: &[u8]) -> Result<String> {

@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests: the S3-compatible server that
-//! `.ci/run` starts on loopback.
+//! `.ci/run` starts on loopback, views' states, folders copied and listed.
+
+// Each test crate that includes this module uses a part of it.
+#![allow(dead_code)]
 
 use std::sync::Arc;
 
@@ -56,4 +59,41 @@ pub fn s3_store(endpoint: &str) -> Arc<dyn ObjectStore> {
             .build()
             .expect("an S3 store for the test server"),
     )
+}
+
+/// Copies folder `from` into `to` (created), files and subfolders.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// Every file under `root` (none when it does not exist), relative to it.
+pub fn files_under(root: &std::path::Path) -> std::collections::BTreeSet<String> {
+    fn walk(
+        dir: &std::path::Path,
+        root: &std::path::Path,
+        out: &mut std::collections::BTreeSet<String>,
+    ) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.insert(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    if root.exists() {
+        walk(root, root, &mut out);
+    }
+    out
 }
