@@ -312,6 +312,15 @@ pub enum Error {
     #[error("{0}")]
     NotSupported(String),
 
+    /// The server could not listen or serve (`dfmv serve`).
+    #[error("could not {what}: {reason}")]
+    Serve {
+        /// What it was doing: `listen on 127.0.0.1:2333`.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
+
     /// An error from DataFusion: planning, execution, parsing.
     #[error(transparent)]
     DataFusion(DataFusionError),

@@ -25,9 +25,10 @@
 //!
 //! Cargo features (all on by default): `cli` builds `dfmv`, `slt` the
 //! sqllogictest driver (`slt`) and `dfmv-slt`, `testing` the fault-injecting
-//! object store (`testing`). With `default-features = false` the library
-//! builds without datafusion-cli, clap, rustyline, indicatif or
-//! sqllogictest.
+//! object store (`testing`), `server` the REST server ([`server`], `dfmv
+//! serve`) and `flight-sql` its Arrow Flight SQL endpoint. With
+//! `default-features = false` the library builds without datafusion-cli,
+//! clap, rustyline, indicatif, sqllogictest, axum or tonic.
 
 pub mod catalog;
 pub mod error;
@@ -37,6 +38,8 @@ mod incremental;
 mod refresh;
 mod resolve;
 pub mod schema;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod session;
 #[cfg(feature = "slt")]
 pub mod slt;
@@ -50,5 +53,5 @@ pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
 pub use error::{Error, Result};
 pub use session::{
     CreateAction, CreateOutcome, MatviewOptions, MatviewSession, ProgressListener, RefreshMode,
-    RefreshOutcome, RestoreFailure,
+    RefreshOutcome, RestoreFailure, ViewDescription,
 };

@@ -35,6 +35,7 @@ use crate::freshness::{Diff, Fingerprinter, Freshness};
 use crate::functions::MaterializedViewsFunction;
 use crate::incremental::{self, Pin, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;
+pub use describe::{ColumnDescription, ViewDescription};
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
     DEFINITION_FORMAT, Definition, Index, QualifiedName, RelationEntry, RelationKind, Snapshot,
@@ -48,6 +49,7 @@ use crate::table::{MaterializedViewTable, UnreadableFile};
 
 // One module per statement; each adds methods to `MatviewSession`.
 mod create;
+mod describe;
 mod drop;
 mod guard;
 mod names;

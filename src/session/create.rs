@@ -3,6 +3,27 @@
 use super::*;
 use crate::catalog::index_entry;
 
+/// What [`MatviewSession::prepare_create`] decided.
+enum Prepared {
+    /// IF NOT EXISTS found the name taken.
+    Skipped(CreateOutcome),
+    /// Nothing stands in the way.
+    Ready(Box<ReadyCreate>),
+}
+
+/// A CREATE that passed its checks, before it writes anything.
+struct ReadyCreate {
+    name: QualifiedName,
+    display: String,
+    /// The id of the definition it replaces (OR REPLACE).
+    replaced: Option<String>,
+    /// The state and plan to compute it with.
+    state: datafusion::execution::SessionState,
+    plan: LogicalPlan,
+    /// The new definition, without data.
+    entry: ViewEntry,
+}
+
 impl MatviewSession {
     /// Creates a materialized view whose first snapshot is existing Parquet
     /// data, copied into the catalog, instead of running `query`: for
@@ -39,95 +60,30 @@ impl MatviewSession {
             .map_err(|e| self.refused("CREATE MATERIALIZED VIEW", e))
     }
 
+    /// Checks that `create` would run, as CREATE checks it before it
+    /// computes anything (the name, the query's plan, the columns views
+    /// reading it rely on), without changing anything: a server answers
+    /// these errors before it queues the population as a job.
+    pub async fn check_create(&self, create: &CreateMaterializedView) -> Result<()> {
+        self.sync().await?;
+        self.prepare_create(create).await.map(|_| ())
+    }
+
     pub(super) async fn create(
         &self,
         create: &CreateMaterializedView,
         import: Option<&[String]>,
     ) -> Result<CreateOutcome> {
-        let name = self.resolve(&create.name)?;
-        let display = self.display(&name);
-        let index = self.catalog.reload().await?;
-        let replaced = index.view(&name).map(|e| e.id.clone());
-        match self.kind_of(&index, &name).await? {
-            None => {}
-            Some(kind) if create.if_not_exists => {
-                let version = match kind {
-                    Kind::MaterializedView => {
-                        self.catalog.view(&name).await?.map_or(0, |v| v.version)
-                    }
-                    _ => 0,
-                };
-                return Ok(CreateOutcome {
-                    view: display,
-                    action: CreateAction::Skipped,
-                    rows_written: None,
-                    version,
-                });
-            }
-            Some(Kind::MaterializedView) if create.or_replace => {}
-            Some(_) if create.or_replace => {
-                return Err(Error::WrongObjectType {
-                    name: display,
-                    expected: "materialized view",
-                    hint: None,
-                });
-            }
-            Some(_) => return Err(Error::AlreadyExists { name: display }),
-        }
-        if self.schema_provider(&name).is_none() {
-            return Err(Error::SchemaNotFound {
-                name: name.schema.clone(),
-            });
-        }
-
-        let (default_catalog, default_schema) = self.defaults();
-        let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
-        let sql = create.query.to_string();
-        let plan = state.create_logical_plan(&sql).await?;
-        let normalizer = IdentNormalizer::new(self.normalizes_idents());
-        let column_names: Vec<String> = create
-            .columns
-            .iter()
-            .map(|c| normalizer.normalize(c.clone()))
-            .collect();
-        let plan = rename_columns(plan, &column_names)?;
-        let sources = self
-            .sources_of(&plan, &default_catalog, &default_schema)
-            .await?;
-        if sources.contains(&name) {
-            return Err(Error::NotSupported(format!(
-                "materialized view \"{display}\" cannot read itself"
-            )));
-        }
-        if let Some(old) = self.catalog.entry(&name).await?
-            && old.definition.schema != *plan.schema().as_arrow()
-        {
-            // Views reading it were planned against its columns.
-            let target = [(name.clone(), Kind::MaterializedView)];
-            let dependents = self.dependents(&index, &target).await?;
-            if !dependents.is_empty() {
-                return Err(Error::ColumnsInUse {
-                    name: self.display_quoted(&name),
-                    details: self.describe_dependents(&dependents),
-                });
-            }
-        }
-        let mut entry = ViewEntry {
-            dir: view_dir(&name),
-            name: name.clone(),
-            id: crate::spec::new_id(),
-            definition: Definition {
-                format: DEFINITION_FORMAT,
-                sql,
-                column_names,
-                default_catalog,
-                default_schema,
-                schema: plan.schema().as_arrow().clone(),
-                sources: sources.into_iter().collect(),
-                not_reproducible: not_reproducible(&plan),
-            },
-            created_at: chrono::Utc::now(),
-            snapshot: None,
+        let ReadyCreate {
+            name,
+            display,
+            replaced,
+            state,
+            plan,
+            mut entry,
+        } = match self.prepare_create(create).await? {
+            Prepared::Skipped(outcome) => return Ok(outcome),
+            Prepared::Ready(ready) => *ready,
         };
         if import.is_some() || create.with_data {
             // Adopted data comes with no fingerprints: nothing says which
@@ -208,6 +164,104 @@ impl MatviewSession {
             rows_written: entry.snapshot.as_ref().map(|s| s.row_count),
             version: 1,
         })
+    }
+
+    /// Everything CREATE decides before it writes: the name's checks, the
+    /// plan, and the new definition.
+    async fn prepare_create(&self, create: &CreateMaterializedView) -> Result<Prepared> {
+        let name = self.resolve(&create.name)?;
+        let display = self.display(&name);
+        let index = self.catalog.reload().await?;
+        let replaced = index.view(&name).map(|e| e.id.clone());
+        match self.kind_of(&index, &name).await? {
+            None => {}
+            Some(kind) if create.if_not_exists => {
+                let version = match kind {
+                    Kind::MaterializedView => {
+                        self.catalog.view(&name).await?.map_or(0, |v| v.version)
+                    }
+                    _ => 0,
+                };
+                return Ok(Prepared::Skipped(CreateOutcome {
+                    view: display,
+                    action: CreateAction::Skipped,
+                    rows_written: None,
+                    version,
+                }));
+            }
+            Some(Kind::MaterializedView) if create.or_replace => {}
+            Some(_) if create.or_replace => {
+                return Err(Error::WrongObjectType {
+                    name: display,
+                    expected: "materialized view",
+                    hint: None,
+                });
+            }
+            Some(_) => return Err(Error::AlreadyExists { name: display }),
+        }
+        if self.schema_provider(&name).is_none() {
+            return Err(Error::SchemaNotFound {
+                name: name.schema.clone(),
+            });
+        }
+
+        let (default_catalog, default_schema) = self.defaults();
+        let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
+        let sql = create.query.to_string();
+        let plan = state.create_logical_plan(&sql).await?;
+        let normalizer = IdentNormalizer::new(self.normalizes_idents());
+        let column_names: Vec<String> = create
+            .columns
+            .iter()
+            .map(|c| normalizer.normalize(c.clone()))
+            .collect();
+        let plan = rename_columns(plan, &column_names)?;
+        let sources = self
+            .sources_of(&plan, &default_catalog, &default_schema)
+            .await?;
+        if sources.contains(&name) {
+            return Err(Error::NotSupported(format!(
+                "materialized view \"{display}\" cannot read itself"
+            )));
+        }
+        if let Some(old) = self.catalog.entry(&name).await?
+            && old.definition.schema != *plan.schema().as_arrow()
+        {
+            // Views reading it were planned against its columns.
+            let target = [(name.clone(), Kind::MaterializedView)];
+            let dependents = self.dependents(&index, &target).await?;
+            if !dependents.is_empty() {
+                return Err(Error::ColumnsInUse {
+                    name: self.display_quoted(&name),
+                    details: self.describe_dependents(&dependents),
+                });
+            }
+        }
+        let entry = ViewEntry {
+            dir: view_dir(&name),
+            name: name.clone(),
+            id: crate::spec::new_id(),
+            definition: Definition {
+                format: DEFINITION_FORMAT,
+                sql,
+                column_names,
+                default_catalog,
+                default_schema,
+                schema: plan.schema().as_arrow().clone(),
+                sources: sources.into_iter().collect(),
+                not_reproducible: not_reproducible(&plan),
+            },
+            created_at: chrono::Utc::now(),
+            snapshot: None,
+        };
+        Ok(Prepared::Ready(Box::new(ReadyCreate {
+            name,
+            display,
+            replaced,
+            state,
+            plan,
+            entry,
+        })))
     }
 
     /// Fully qualified names of the existing tables and views `plan` scans

@@ -15,6 +15,7 @@ mod display;
 mod exec;
 mod progress;
 mod repl;
+mod serve;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -181,6 +182,9 @@ enum Sub {
     /// whole-catalog manifests) to format 2 now, rather than with its next
     /// change. Builds before format 2 then refuse the catalog by name.
     Migrate,
+    /// Serve the catalog: the materialized-view REST API (with jobs) and
+    /// Arrow Flight SQL, until SIGTERM or Ctrl-C.
+    Serve(serve::ServeArgs),
 }
 
 impl Args {
@@ -241,7 +245,10 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         Some(Sub::Migrate) if !args.command.is_empty() || !args.file.is_empty() => {
             return Err("migrate runs alone: leave out -c and -f".into());
         }
-        Some(Sub::Recover) | Some(Sub::Migrate) | None => None,
+        Some(Sub::Serve(_)) if !args.command.is_empty() || !args.file.is_empty() => {
+            return Err("serve runs alone: leave out -c and -f".into());
+        }
+        Some(Sub::Recover) | Some(Sub::Migrate) | Some(Sub::Serve(_)) | None => None,
     };
     if let Some(path) = &args.data_path {
         std::env::set_current_dir(Path::new(path))?;
@@ -311,6 +318,16 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         return Ok(true);
     }
     let mut session = MatviewSession::open_with_options(ctx, &catalog, options).await?;
+    if let Some(Sub::Serve(serve)) = &args.subcommand {
+        let warnings = context::restore_remote_relations(&session).await;
+        if !args.quiet {
+            for warning in warnings {
+                eprintln!("Warning: {warning}");
+            }
+        }
+        serve::serve(session, serve, args.quiet).await?;
+        return Ok(true);
+    }
     let interactive = std::io::stdout().is_terminal();
     let progress = Arc::new(ProgressBars::new(interactive && !args.quiet));
     session = session.with_progress_listener(Arc::clone(&progress) as _);

@@ -1,0 +1,640 @@
+//! Arrow Flight SQL over the same session: `CommandStatementQuery` runs
+//! any statement (the view statements included: CREATE and REFRESH answer
+//! their result rows), `CommandStatementUpdate` too (answering a count),
+//! prepared statements for queries (with `$1` parameters), and the
+//! metadata calls a JDBC or ADBC driver makes: `GetCatalogs`,
+//! `GetDbSchemas`, `GetTables` (materialized views with table type
+//! `MATERIALIZED VIEW`), `GetTableTypes`, `GetSqlInfo`.
+//!
+//! Statements run when the client asks for their `FlightInfo` (as most
+//! DataFusion-based Flight SQL servers do): a query is planned then and
+//! executed, streaming, when the client fetches its ticket; a statement
+//! that changes something runs then, once. A ticket is good for one fetch
+//! within [`TICKET_LIFETIME`].
+//!
+//! The bearer token applies to every call: `Authorization: Bearer <token>`,
+//! or a handshake with HTTP Basic whose password is the token (answered
+//! with the bearer header, as Flight SQL clients expect).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
+
+use arrow_flight::decode::FlightRecordBatchStream;
+use arrow_flight::encode::FlightDataEncoderBuilder;
+use arrow_flight::error::FlightError;
+use arrow_flight::flight_service_server::FlightServiceServer;
+use arrow_flight::sql::metadata::{SqlInfoData, SqlInfoDataBuilder};
+use arrow_flight::sql::server::{FlightSqlService, PeekableFlightDataStream};
+use arrow_flight::sql::{
+    ActionClosePreparedStatementRequest, ActionCreatePreparedStatementRequest,
+    ActionCreatePreparedStatementResult, CommandGetCatalogs, CommandGetDbSchemas,
+    CommandGetSqlInfo, CommandGetTableTypes, CommandGetTables, CommandPreparedStatementQuery,
+    CommandStatementQuery, CommandStatementUpdate, DoPutPreparedStatementResult, ProstMessageExt,
+    SqlInfo, TicketStatementQuery,
+};
+use arrow_flight::{
+    FlightDescriptor, FlightEndpoint, FlightInfo, HandshakeRequest, HandshakeResponse, IpcMessage,
+    SchemaAsIpc, Ticket,
+};
+use axum::http::StatusCode;
+use base64::Engine;
+use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array, Int64Array};
+use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::arrow::ipc::writer::IpcWriteOptions;
+use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::dataframe::DataFrame;
+use datafusion::datasource::TableType;
+use datafusion::logical_expr::LogicalPlan;
+use futures::{Stream, StreamExt, TryStreamExt};
+use prost::Message;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status, Streaming};
+
+use super::{ApiError, Shared};
+use crate::error::{Error, Result};
+use crate::sql::Statement;
+
+/// How long a ticket (a statement planned by `GetFlightInfo`) waits for
+/// its fetch.
+pub const TICKET_LIFETIME: Duration = Duration::from_secs(600);
+
+/// Serves Flight SQL on `listener` until `stop`.
+pub(crate) async fn serve(
+    shared: Shared,
+    listener: TcpListener,
+    stop: CancellationToken,
+) -> Result<()> {
+    let service = FlightServiceServer::new(FlightSql::new(shared))
+        .max_decoding_message_size(64 << 20);
+    tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            stop.cancelled_owned(),
+        )
+        .await
+        .map_err(|e| Error::Serve {
+            what: "serve Flight SQL".into(),
+            reason: e.to_string(),
+        })
+}
+
+/// A prepared statement: a planned query with its parameters, or another
+/// statement kept as text and run when executed.
+struct Prepared {
+    sql: String,
+    plan: Option<LogicalPlan>,
+    params: Option<ParamValues>,
+    created: Instant,
+}
+
+/// The Flight SQL service.
+pub struct FlightSql {
+    shared: Shared,
+    /// Planned statements waiting for their fetch.
+    tickets: Mutex<HashMap<String, (DataFrame, Instant)>>,
+    prepared: Mutex<HashMap<String, Prepared>>,
+}
+
+type DoGetStream = Pin<Box<dyn Stream<Item = std::result::Result<arrow_flight::FlightData, Status>> + Send>>;
+
+static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
+    let mut builder = SqlInfoDataBuilder::new();
+    builder.append(SqlInfo::FlightSqlServerName, "dfmv");
+    builder.append(SqlInfo::FlightSqlServerVersion, env!("CARGO_PKG_VERSION"));
+    builder.append(SqlInfo::FlightSqlServerArrowVersion, "59.3.2");
+    builder.append(SqlInfo::FlightSqlServerReadOnly, false);
+    builder.append(SqlInfo::FlightSqlServerSql, true);
+    builder.append(SqlInfo::FlightSqlServerSubstrait, false);
+    builder.append(SqlInfo::FlightSqlServerTransaction, 0i32);
+    builder.append(SqlInfo::FlightSqlServerCancel, false);
+    builder.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
+    builder.build().expect("the server's SQL info is well formed")
+});
+
+/// The table types `GetTables` reports.
+const TABLE_TYPES: [&str; 4] = ["TABLE", "VIEW", "MATERIALIZED VIEW", "LOCAL TEMPORARY"];
+
+fn status(e: impl Into<ApiError>) -> Status {
+    let e: ApiError = e.into();
+    let message = e.to_string();
+    match (e.status, e.code) {
+        (StatusCode::BAD_REQUEST, _) => Status::invalid_argument(message),
+        (StatusCode::NOT_FOUND, _) => Status::not_found(message),
+        (StatusCode::CONFLICT, "duplicate_table") => Status::already_exists(message),
+        (StatusCode::CONFLICT, "serialization_failure") => Status::aborted(message),
+        (StatusCode::CONFLICT, _) => Status::failed_precondition(message),
+        (StatusCode::UNAUTHORIZED, _) => Status::unauthenticated(message),
+        (StatusCode::FORBIDDEN, _) => Status::permission_denied(message),
+        (StatusCode::SERVICE_UNAVAILABLE, _) => Status::unavailable(message),
+        _ => Status::internal(message),
+    }
+}
+
+fn internal(e: impl std::fmt::Display) -> Status {
+    Status::internal(e.to_string())
+}
+
+fn ticket_for(handle: String) -> Ticket {
+    let ticket = TicketStatementQuery {
+        statement_handle: handle.into_bytes().into(),
+    };
+    Ticket::new(ticket.as_any().encode_to_vec())
+}
+
+fn info(schema: &Schema, ticket: Ticket, descriptor: FlightDescriptor) -> std::result::Result<FlightInfo, Status> {
+    Ok(FlightInfo::new()
+        .try_with_schema(schema)
+        .map_err(internal)?
+        .with_endpoint(FlightEndpoint::new().with_ticket(ticket))
+        .with_descriptor(descriptor))
+}
+
+fn stream_batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> Response<DoGetStream> {
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(futures::stream::iter(batches.into_iter().map(Ok)))
+        .map_err(Status::from);
+    Response::new(Box::pin(stream))
+}
+
+fn one_batch(batch: std::result::Result<RecordBatch, impl std::fmt::Display>) -> std::result::Result<Response<DoGetStream>, Status> {
+    let batch = batch.map_err(internal)?;
+    Ok(stream_batches(batch.schema(), vec![batch]))
+}
+
+impl FlightSql {
+    fn new(shared: Shared) -> Self {
+        Self {
+            shared,
+            tickets: Mutex::default(),
+            prepared: Mutex::default(),
+        }
+    }
+
+    fn check(&self, metadata: &MetadataMap) -> std::result::Result<(), Status> {
+        let header = metadata.get("authorization").and_then(|v| v.to_str().ok());
+        if self.shared.authorized(header) {
+            Ok(())
+        } else {
+            Err(Status::unauthenticated(
+                "missing or wrong bearer token: send the header \"authorization: Bearer <token>\"",
+            ))
+        }
+    }
+
+    /// Keeps `df` for one fetch; answers its ticket.
+    fn keep(&self, df: DataFrame) -> Ticket {
+        let handle = uuid::Uuid::new_v4().to_string();
+        let mut tickets = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
+        tickets.retain(|_, (_, at)| at.elapsed() < TICKET_LIFETIME);
+        tickets.insert(handle.clone(), (df, Instant::now()));
+        ticket_for(handle)
+    }
+
+    /// Whether `sql` is one plain query (SELECT, VALUES, WITH ...), which
+    /// a prepared statement plans rather than runs.
+    fn is_query(&self, sql: &str) -> bool {
+        let (dialect, limit) = crate::sql::parser_settings(self.shared.session.context());
+        match crate::sql::parse_sql(sql, &dialect, limit) {
+            Ok(statements) => matches!(
+                statements.as_slice(),
+                [Statement::DataFusion(s)] if matches!(
+                    s.as_ref(),
+                    datafusion::sql::parser::Statement::Statement(inner)
+                        if matches!(inner.as_ref(), datafusion::sql::sqlparser::ast::Statement::Query(_))
+                )
+            ),
+            Err(_) => false,
+        }
+    }
+}
+
+/// The number of rows a statement changed, from its result: DataFusion's
+/// `count` column, or the `rows_written` of CREATE / REFRESH.
+fn affected_rows(batches: &[RecordBatch]) -> i64 {
+    let mut total = 0i64;
+    for batch in batches {
+        for name in ["count", "rows_written"] {
+            if let Some(column) = batch.column_by_name(name) {
+                if let Some(a) = column.as_any().downcast_ref::<UInt64Array>() {
+                    total += a.iter().flatten().sum::<u64>() as i64;
+                } else if let Some(a) = column.as_any().downcast_ref::<Int64Array>() {
+                    total += a.iter().flatten().sum::<i64>();
+                }
+                break;
+            }
+        }
+    }
+    total
+}
+
+/// Parameter values from the first row of `batch`, `$1` the first column.
+fn param_values(batch: &RecordBatch) -> std::result::Result<ParamValues, Status> {
+    if batch.num_rows() != 1 {
+        return Err(Status::invalid_argument(format!(
+            "expected one row of parameters, got {}",
+            batch.num_rows()
+        )));
+    }
+    let values = batch
+        .columns()
+        .iter()
+        .map(|c| ScalarValue::try_from_array(c, 0))
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(internal)?;
+    Ok(ParamValues::from(values))
+}
+
+#[tonic::async_trait]
+impl FlightSqlService for FlightSql {
+    type FlightService = FlightSql;
+
+    async fn do_handshake(
+        &self,
+        request: Request<Streaming<HandshakeRequest>>,
+    ) -> std::result::Result<
+        Response<Pin<Box<dyn Stream<Item = std::result::Result<HandshakeResponse, Status>> + Send>>>,
+        Status,
+    > {
+        let header = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bearer = match &self.shared.options.token {
+            None => None,
+            Some(token) => {
+                let basic_password = header
+                    .strip_prefix("Basic ")
+                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .and_then(|s| s.split_once(':').map(|(_, p)| p.to_owned()));
+                let presented = match basic_password {
+                    Some(password) => format!("Bearer {password}"),
+                    None => header.clone(),
+                };
+                if !self.shared.authorized(Some(&presented)) {
+                    return Err(Status::unauthenticated("wrong token"));
+                }
+                Some(format!("Bearer {token}"))
+            }
+        };
+        let answer = HandshakeResponse {
+            protocol_version: 0,
+            payload: Default::default(),
+        };
+        let stream: Pin<Box<dyn Stream<Item = _> + Send>> =
+            Box::pin(futures::stream::iter(vec![Ok(answer)]));
+        let mut response = Response::new(stream);
+        if let Some(bearer) = bearer {
+            response
+                .metadata_mut()
+                .insert("authorization", bearer.parse().map_err(internal)?);
+        }
+        Ok(response)
+    }
+
+    async fn get_flight_info_statement(
+        &self,
+        query: CommandStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        let df = self.shared.statement(&query.query).await.map_err(status)?;
+        let schema = df.schema().as_arrow().clone();
+        let ticket = self.keep(df);
+        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+    }
+
+    async fn do_get_statement(
+        &self,
+        ticket: TicketStatementQuery,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<DoGetStream>, Status> {
+        self.check(request.metadata())?;
+        let handle = String::from_utf8_lossy(&ticket.statement_handle).into_owned();
+        let df = self
+            .tickets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&handle)
+            .map(|(df, _)| df)
+            .ok_or_else(|| Status::not_found("unknown or already fetched ticket: run the statement again"))?;
+        let schema = Arc::new(df.schema().as_arrow().clone());
+        let stream = df
+            .execute_stream()
+            .await
+            .map_err(|e| status(Error::from(e)))?
+            .map_err(|e| FlightError::ExternalError(Box::new(e)));
+        let stream = FlightDataEncoderBuilder::new()
+            .with_schema(schema)
+            .build(stream)
+            .map_err(Status::from);
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn do_put_statement_update(
+        &self,
+        command: CommandStatementUpdate,
+        request: Request<PeekableFlightDataStream>,
+    ) -> std::result::Result<i64, Status> {
+        self.check(request.metadata())?;
+        let (_, batches) = self.shared.run_sql(&command.query).await.map_err(status)?;
+        Ok(affected_rows(&batches))
+    }
+
+    async fn do_action_create_prepared_statement(
+        &self,
+        query: ActionCreatePreparedStatementRequest,
+        request: Request<arrow_flight::Action>,
+    ) -> std::result::Result<ActionCreatePreparedStatementResult, Status> {
+        self.check(request.metadata())?;
+        let (plan, dataset, parameters) = if self.is_query(&query.query) {
+            let state = self.shared.session.context().state();
+            let plan = state
+                .create_logical_plan(&query.query)
+                .await
+                .map_err(|e| status(Error::from(e)))?;
+            let mut types: Vec<(String, Option<DataType>)> = plan
+                .get_parameter_types()
+                .map_err(|e| status(Error::from(e)))?
+                .into_iter()
+                .collect();
+            // `$1`, `$2`, ... in order.
+            types.sort_by_key(|(name, _)| {
+                name.trim_start_matches('$').parse::<usize>().unwrap_or(usize::MAX)
+            });
+            let parameters = Schema::new(
+                types
+                    .into_iter()
+                    .map(|(name, t)| Field::new(name, t.unwrap_or(DataType::Null), true))
+                    .collect::<Vec<_>>(),
+            );
+            let dataset = plan.schema().as_arrow().clone();
+            (Some(plan), dataset, parameters)
+        } else {
+            (None, Schema::empty(), Schema::empty())
+        };
+        let encode = |schema: &Schema| -> std::result::Result<_, Status> {
+            let IpcMessage(bytes) = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
+                .try_into()
+                .map_err(internal)?;
+            Ok(bytes)
+        };
+        let handle = uuid::Uuid::new_v4().to_string();
+        let result = ActionCreatePreparedStatementResult {
+            prepared_statement_handle: handle.clone().into_bytes().into(),
+            dataset_schema: encode(&dataset)?,
+            parameter_schema: encode(&parameters)?,
+        };
+        let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        // Statements a client forgot to close go after a day.
+        prepared.retain(|_, p| p.created.elapsed() < Duration::from_secs(86_400));
+        prepared.insert(
+            handle,
+            Prepared {
+                sql: query.query,
+                plan,
+                params: None,
+                created: Instant::now(),
+            },
+        );
+        Ok(result)
+    }
+
+    async fn do_put_prepared_statement_query(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<PeekableFlightDataStream>,
+    ) -> std::result::Result<DoPutPreparedStatementResult, Status> {
+        self.check(request.metadata())?;
+        let handle = String::from_utf8_lossy(&query.prepared_statement_handle).into_owned();
+        let mut batches = FlightRecordBatchStream::new_from_flight_data(
+            request.into_inner().map_err(FlightError::from),
+        );
+        let mut params = None;
+        while let Some(batch) = batches.next().await {
+            let batch = batch.map_err(Status::from)?;
+            if batch.num_rows() > 0 {
+                params = Some(param_values(&batch)?);
+            }
+        }
+        let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        let statement = prepared
+            .get_mut(&handle)
+            .ok_or_else(|| Status::not_found("unknown prepared statement"))?;
+        statement.params = params;
+        Ok(DoPutPreparedStatementResult {
+            prepared_statement_handle: Some(handle.into_bytes().into()),
+        })
+    }
+
+    async fn get_flight_info_prepared_statement(
+        &self,
+        query: CommandPreparedStatementQuery,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        let handle = String::from_utf8_lossy(&query.prepared_statement_handle).into_owned();
+        let (sql, plan, params) = {
+            let prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+            let statement = prepared
+                .get(&handle)
+                .ok_or_else(|| Status::not_found("unknown prepared statement"))?;
+            (statement.sql.clone(), statement.plan.clone(), statement.params.clone())
+        };
+        let df = match plan {
+            Some(plan) => {
+                let mut df = DataFrame::new(self.shared.session.context().state(), plan);
+                if let Some(params) = params {
+                    df = df.with_param_values(params).map_err(|e| status(Error::from(e)))?;
+                }
+                df
+            }
+            None => self.shared.statement(&sql).await.map_err(status)?,
+        };
+        let schema = df.schema().as_arrow().clone();
+        let ticket = self.keep(df);
+        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+    }
+
+    async fn do_action_close_prepared_statement(
+        &self,
+        query: ActionClosePreparedStatementRequest,
+        request: Request<arrow_flight::Action>,
+    ) -> std::result::Result<(), Status> {
+        self.check(request.metadata())?;
+        let handle = String::from_utf8_lossy(&query.prepared_statement_handle).into_owned();
+        self.prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&handle);
+        Ok(())
+    }
+
+    async fn get_flight_info_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        let ticket = Ticket::new(query.as_any().encode_to_vec());
+        let schema = query.into_builder().schema();
+        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+    }
+
+    async fn do_get_catalogs(
+        &self,
+        query: CommandGetCatalogs,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<DoGetStream>, Status> {
+        self.check(request.metadata())?;
+        let mut builder = query.into_builder();
+        for catalog in self.shared.session.context().catalog_names() {
+            builder.append(catalog);
+        }
+        one_batch(builder.build())
+    }
+
+    async fn get_flight_info_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        let ticket = Ticket::new(query.as_any().encode_to_vec());
+        let schema = query.into_builder().schema();
+        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+    }
+
+    async fn do_get_schemas(
+        &self,
+        query: CommandGetDbSchemas,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<DoGetStream>, Status> {
+        self.check(request.metadata())?;
+        let ctx = self.shared.session.context();
+        let mut builder = query.into_builder();
+        for catalog_name in ctx.catalog_names() {
+            if let Some(catalog) = ctx.catalog(&catalog_name) {
+                for schema in catalog.schema_names() {
+                    builder.append(&catalog_name, schema);
+                }
+            }
+        }
+        one_batch(builder.build())
+    }
+
+    async fn get_flight_info_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        let ticket = Ticket::new(query.as_any().encode_to_vec());
+        let schema = query.into_builder().schema();
+        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+    }
+
+    async fn do_get_tables(
+        &self,
+        query: CommandGetTables,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<DoGetStream>, Status> {
+        self.check(request.metadata())?;
+        let session = &self.shared.session;
+        let index = session.catalog().reload().await.map_err(status)?;
+        let ctx = session.context();
+        let include_schema = query.include_schema;
+        let mut builder = query.into_builder();
+        for catalog_name in ctx.catalog_names() {
+            let Some(catalog) = ctx.catalog(&catalog_name) else {
+                continue;
+            };
+            for schema_name in catalog.schema_names() {
+                let Some(schema) = catalog.schema(&schema_name) else {
+                    continue;
+                };
+                let mut tables = schema.table_names();
+                tables.sort();
+                for table in tables {
+                    let name = crate::spec::QualifiedName::new(&catalog_name, &schema_name, &table);
+                    let materialized = index.view(&name).is_some();
+                    let provider = if include_schema || !materialized {
+                        schema.table(&table).await.map_err(|e| status(Error::from(e)))?
+                    } else {
+                        None
+                    };
+                    let table_type = match (&provider, materialized) {
+                        (_, true) => "MATERIALIZED VIEW",
+                        (Some(p), false) => match p.table_type() {
+                            TableType::Base => "TABLE",
+                            TableType::View => "VIEW",
+                            TableType::Temporary => "LOCAL TEMPORARY",
+                        },
+                        (None, false) => continue,
+                    };
+                    let table_schema = provider
+                        .map(|p| p.schema())
+                        .unwrap_or_else(|| Arc::new(Schema::empty()));
+                    builder
+                        .append(&catalog_name, &schema_name, &table, table_type, &table_schema)
+                        .map_err(Status::from)?;
+                }
+            }
+        }
+        one_batch(builder.build())
+    }
+
+    async fn get_flight_info_table_types(
+        &self,
+        query: CommandGetTableTypes,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        let ticket = Ticket::new(query.as_any().encode_to_vec());
+        Ok(Response::new(info(&table_types_schema(), ticket, request.into_inner())?))
+    }
+
+    async fn do_get_table_types(
+        &self,
+        _query: CommandGetTableTypes,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<DoGetStream>, Status> {
+        self.check(request.metadata())?;
+        let column: ArrayRef = Arc::new(StringArray::from_iter_values(TABLE_TYPES));
+        one_batch(RecordBatch::try_new(Arc::new(table_types_schema()), vec![column]))
+    }
+
+    async fn get_flight_info_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<FlightDescriptor>,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        let ticket = Ticket::new(query.as_any().encode_to_vec());
+        let schema = query.into_builder(&SQL_INFO).schema();
+        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+    }
+
+    async fn do_get_sql_info(
+        &self,
+        query: CommandGetSqlInfo,
+        request: Request<Ticket>,
+    ) -> std::result::Result<Response<DoGetStream>, Status> {
+        self.check(request.metadata())?;
+        one_batch(query.into_builder(&SQL_INFO).build())
+    }
+
+    async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+fn table_types_schema() -> Schema {
+    Schema::new(vec![Field::new("table_type", DataType::Utf8, false)])
+}

@@ -1,0 +1,165 @@
+//! The OpenAPI 3.1 document of the REST API, served at `/openapi.json`.
+
+use serde_json::{Value, json};
+
+fn ok(description: &str, schema: Value) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema } } })
+}
+
+fn body(schema: Value, required: bool) -> Value {
+    json!({ "required": required, "content": { "application/json": { "schema": schema } } })
+}
+
+fn reference(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn errors(statuses: &[&str]) -> serde_json::Map<String, Value> {
+    statuses
+        .iter()
+        .map(|s| {
+            let response = json!({
+                "description": "error",
+                "content": { "application/json": { "schema": reference("Error") } }
+            });
+            ((*s).to_owned(), response)
+        })
+        .collect()
+}
+
+fn responses(success: &[(&str, Value)], failures: &[&str]) -> Value {
+    let mut map = errors(failures);
+    for (status, response) in success {
+        map.insert((*status).to_owned(), response.clone());
+    }
+    Value::Object(map)
+}
+
+fn id_parameter(what: &str) -> Value {
+    json!([
+        { "name": "id", "in": "path", "required": true, "schema": { "type": "string" },
+          "description": format!("the {what}'s identifier, parts joined by the delimiter (`analytics$daily_sales`)") },
+        { "name": "delimiter", "in": "query", "required": false, "schema": { "type": "string", "default": "$" } }
+    ])
+}
+
+/// The document.
+pub(crate) fn document() -> Value {
+    let job_id = json!({ "type": "object", "required": ["job_id"], "additionalProperties": false,
+        "properties": { "job_id": { "type": "string" } } });
+    let view_errors = ["400", "401", "404", "409", "413", "503"];
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "datafusion-matview server",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Materialized views over Apache DataFusion: LanceDB-shaped REST routes with asynchronous jobs."
+        },
+        "components": {
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "schemas": {
+                "Error": { "type": "object", "required": ["error", "code", "retryable"], "properties": {
+                    "error": { "type": "string" }, "code": { "type": "string" },
+                    "detail": { "type": ["string", "null"] }, "retryable": { "type": "boolean" } } },
+                "JobId": job_id,
+                "Column": { "type": "object", "properties": {
+                    "name": { "type": "string" }, "type": { "type": "string" }, "nullable": { "type": "boolean" } } },
+                "View": { "type": "object", "properties": {
+                    "id": { "type": "string" }, "name": { "type": "string" },
+                    "namespace": { "type": "array", "items": { "type": "string" } },
+                    "query": { "type": "string" },
+                    "columns": { "type": "array", "items": reference("Column") },
+                    "populated": { "type": "boolean" },
+                    "freshness": { "enum": ["fresh", "stale", "unknown"] },
+                    "changed_sources": { "type": "array", "items": { "type": "string" } },
+                    "row_count": { "type": ["integer", "null"] },
+                    "size_bytes": { "type": ["integer", "null"] },
+                    "last_refreshed": { "type": ["string", "null"], "format": "date-time" },
+                    "version": { "type": "integer" },
+                    "format_version": { "type": "integer" } } },
+                "RefreshResult": { "type": "object", "properties": {
+                    "view": { "type": "string" }, "mode": { "enum": ["no_op", "incremental", "full"] },
+                    "rows_written": { "type": "integer" }, "rows_deleted": { "type": "integer" },
+                    "detail": { "type": "string" }, "source_version": { "type": "integer" },
+                    "version": { "type": "integer" },
+                    "upstream": { "type": "array", "items": { "type": "object" } } } },
+                "Job": { "type": "object", "properties": {
+                    "job_id": { "type": "string" },
+                    "job_type": { "enum": ["CREATE_MATERIALIZED_VIEW", "REFRESH_MATERIALIZED_VIEW"] },
+                    "job_state": { "enum": ["IN_PROGRESS", "DONE", "FAILED", "CANCELLED"] },
+                    "creation_ms": { "type": "integer" }, "spec": { "type": "object" },
+                    "result": {}, "failure": { "type": ["object", "null"], "properties": {
+                        "phase": { "type": "string" }, "message": { "type": "string" },
+                        "retryable": { "type": "boolean" } } } } }
+            }
+        },
+        "security": [{ "bearer": [] }],
+        "paths": {
+            "/v1/materialized_view/{id}/create": { "post": {
+                "summary": "CREATE MATERIALIZED VIEW; the first population runs as a job",
+                "parameters": id_parameter("view"),
+                "requestBody": body(json!({ "type": "object", "required": ["query"], "additionalProperties": false,
+                    "properties": { "query": { "type": "string" }, "with_no_data": { "type": "boolean" },
+                        "or_replace": { "type": "boolean" }, "if_not_exists": { "type": "boolean" },
+                        "columns": { "type": "array", "items": { "type": "string" } } } }), true),
+                "responses": responses(&[("202", ok("the population job", reference("JobId"))),
+                    ("200", ok("created WITH NO DATA, or skipped (IF NOT EXISTS)", reference("View")))], &view_errors) } },
+            "/v1/materialized_view/{id}/describe": { "post": {
+                "summary": "definition and state of a view",
+                "parameters": id_parameter("view"),
+                "responses": responses(&[("200", ok("the view", reference("View")))], &["400", "401", "404"]) } },
+            "/v1/materialized_view/{id}/refresh": { "post": {
+                "summary": "REFRESH MATERIALIZED VIEW as a job (its result: RefreshResult)",
+                "parameters": id_parameter("view"),
+                "requestBody": body(json!({ "type": "object", "additionalProperties": false, "properties": {
+                    "full": { "type": "boolean" }, "cascade": { "type": "boolean" } } }), false),
+                "responses": responses(&[("202", ok("the refresh job", reference("JobId")))], &view_errors) } },
+            "/v1/materialized_view/{id}/drop": { "post": {
+                "summary": "DROP MATERIALIZED VIEW",
+                "parameters": id_parameter("view"),
+                "requestBody": body(json!({ "type": "object", "additionalProperties": false, "properties": {
+                    "cascade": { "type": "boolean" } } }), false),
+                "responses": responses(&[("200", ok("what was dropped", json!({ "type": "object", "properties": {
+                    "dropped": { "type": "array", "items": { "type": "object", "properties": {
+                        "id": { "type": "string" }, "kind": { "type": "string" } } } } } })))], &view_errors) } },
+            "/v1/namespace/{id}/materialized_view/list": { "get": {
+                "summary": "the views of a namespace (`$` alone: all), sorted, a page at a time",
+                "parameters": [
+                    { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } },
+                    { "name": "delimiter", "in": "query", "schema": { "type": "string", "default": "$" } },
+                    { "name": "page_token", "in": "query", "schema": { "type": "string" } },
+                    { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 1000 } }
+                ],
+                "responses": responses(&[("200", ok("a page of names", json!({ "type": "object", "properties": {
+                    "views": { "type": "array", "items": { "type": "string" } },
+                    "page_token": { "type": ["string", "null"] } } })))], &["400", "401", "404"]) } },
+            "/v1/jobs/describe": { "post": {
+                "summary": "one job",
+                "requestBody": body(reference("JobId"), true),
+                "responses": responses(&[("200", ok("the job", reference("Job")))], &["400", "401", "404"]) } },
+            "/v1/jobs/list": { "post": {
+                "summary": "jobs, newest first",
+                "requestBody": body(json!({ "type": "object", "additionalProperties": false, "properties": {
+                    "page_token": { "type": "string" }, "limit": { "type": "integer" } } }), false),
+                "responses": responses(&[("200", ok("a page of jobs", json!({ "type": "object", "properties": {
+                    "jobs": { "type": "array", "items": reference("Job") },
+                    "page_token": { "type": ["string", "null"] } } })))], &["400", "401"]) } },
+            "/v1/jobs/cancel": { "post": {
+                "summary": "cancel a job; the view keeps a committed state",
+                "requestBody": body(reference("JobId"), true),
+                "responses": responses(&[("200", ok("the job after", reference("Job")))], &["400", "401", "404"]) } },
+            "/v1/sql": { "post": {
+                "summary": "run SQL (every statement of the session, the view statements included)",
+                "requestBody": body(json!({ "type": "object", "required": ["sql"], "additionalProperties": false,
+                    "properties": { "sql": { "type": "string" } } }), true),
+                "responses": responses(&[("200", json!({ "description": "the last statement's rows",
+                    "content": { "application/vnd.apache.arrow.stream": {},
+                        "application/json": { "schema": { "type": "array", "items": { "type": "object" } } } } }))],
+                    &["400", "401", "404", "409", "413"]) } },
+            "/healthz": { "get": { "summary": "liveness", "security": [],
+                "responses": { "200": ok("alive", json!({ "type": "object" })) } } },
+            "/openapi.json": { "get": { "summary": "this document",
+                "responses": { "200": ok("the document", json!({ "type": "object" })) } } }
+        }
+    })
+}

@@ -1,0 +1,578 @@
+//! The REST API: LanceDB's materialized-view routes over this crate.
+//!
+//! | route | does | answers |
+//! |---|---|---|
+//! | `POST /v1/materialized_view/{id}/create` `{query, with_no_data?, or_replace?, if_not_exists?, columns?}` | CREATE; the first population runs as a job | `202 {job_id}`; `200` with the description for `with_no_data` (and when IF NOT EXISTS skips) |
+//! | `POST /v1/materialized_view/{id}/describe` | definition and state | `200` [`ViewDescription`](crate::session::ViewDescription) plus `id` |
+//! | `POST /v1/materialized_view/{id}/refresh` `{full?, cascade?}` | REFRESH as a job | `202 {job_id}`; the job's result `{view, mode, rows_written, rows_deleted, detail, source_version, version, upstream}` |
+//! | `POST /v1/materialized_view/{id}/drop` `{cascade?}` | DROP | `200 {dropped: [{id, kind}]}` |
+//! | `GET /v1/namespace/{id}/materialized_view/list?page_token=&limit=` | names, sorted | `{views, page_token}` |
+//! | `POST /v1/jobs/describe {job_id}` | one job | [`JobInfo`](super::jobs::JobInfo) |
+//! | `POST /v1/jobs/list {page_token?, limit?}` | jobs, newest first | `{jobs, page_token}` |
+//! | `POST /v1/jobs/cancel {job_id}` | cancel | the job |
+//! | `POST /v1/sql {sql}` | any statement | Arrow IPC stream, or JSON rows with `Accept: application/json` |
+//! | `GET /healthz`, `GET /openapi.json` | liveness, this API | |
+//!
+//! Ids are namespaced with `$` (see [`super::ids`]). Errors are
+//! [`ApiError`] bodies. Bodies are JSON objects with no unknown fields.
+
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::ids::{self, DEFAULT_DELIMITER};
+use super::{ApiError, Shared};
+use crate::error::Error;
+use crate::spec::QualifiedName;
+use crate::sql::{DropMaterializedView, RefreshMaterializedView, Statement};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// The router over `shared`, with the token check, the body limit and the
+/// request log.
+pub(crate) fn router(shared: Shared) -> Router {
+    let limit = shared.options.max_body_bytes;
+    let log = shared.options.log_requests;
+    let api = Router::new()
+        .route("/v1/materialized_view/{id}/create", post(create))
+        .route("/v1/materialized_view/{id}/describe", post(describe))
+        .route("/v1/materialized_view/{id}/refresh", post(refresh))
+        .route("/v1/materialized_view/{id}/drop", post(drop_view))
+        .route("/v1/namespace/{id}/materialized_view/list", get(list))
+        .route("/v1/jobs/describe", post(job_describe))
+        .route("/v1/jobs/list", post(job_list))
+        .route("/v1/jobs/cancel", post(job_cancel))
+        .route("/v1/sql", post(sql))
+        .route("/openapi.json", get(openapi))
+        .route_layer(middleware::from_fn_with_state(shared.clone(), authorize));
+    let app = api
+        .route("/healthz", get(|| async { axum::Json(json!({"status": "ok"})) }))
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+        })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(shared);
+    if log {
+        app.layer(middleware::from_fn(log_request))
+    } else {
+        app
+    }
+}
+
+async fn authorize(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if shared.authorized(header) {
+        next.run(request).await
+    } else {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "missing or wrong bearer token: send the header \"Authorization: Bearer <token>\"",
+        )
+        .into_response()
+    }
+}
+
+async fn log_request(request: Request, next: Next) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_owned());
+    let started = Instant::now();
+    let response = next.run(request).await;
+    eprintln!(
+        "{} {method} {path} {} {:.1}ms",
+        chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    response
+}
+
+/// A JSON body; an empty body is `T::default()` when `empty` allows it.
+fn body<T: DeserializeOwned>(
+    bytes: Result<Bytes, BytesRejection>,
+    empty: Option<T>,
+) -> ApiResult<T> {
+    let bytes = bytes.map_err(|rejection| {
+        let status = rejection.status();
+        let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            "payload_too_large"
+        } else {
+            "invalid_request"
+        };
+        ApiError::new(status, code, rejection.body_text())
+    })?;
+    if bytes.iter().all(u8::is_ascii_whitespace)
+        && let Some(default) = empty
+    {
+        return Ok(default);
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdQuery {
+    delimiter: Option<String>,
+}
+
+impl IdQuery {
+    fn delimiter(&self) -> &str {
+        self.delimiter.as_deref().unwrap_or(DEFAULT_DELIMITER)
+    }
+}
+
+/// The view an id names, and its parts.
+fn view_name(shared: &Shared, id: &str, query: &IdQuery) -> ApiResult<(QualifiedName, Vec<String>)> {
+    let parts = ids::parse(id, query.delimiter())?;
+    let name = shared.session.qualify_parts(&parts)?;
+    Ok((name, parts))
+}
+
+fn object_name(parts: &[String]) -> ObjectName {
+    ObjectName::from(
+        parts
+            .iter()
+            .map(|p| Ident::with_quote('"', p.as_str()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The name as messages show it (the shortest that means it).
+fn display(shared: &Shared, name: &QualifiedName) -> String {
+    let (catalog, schema) = crate::sql::defaults(shared.session.context());
+    name.short(&catalog, &schema)
+}
+
+fn id_of(name: &QualifiedName, delimiter: &str) -> String {
+    [name.catalog.as_str(), &name.schema, &name.name].join(delimiter)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CreateBody {
+    query: String,
+    #[serde(default)]
+    with_no_data: bool,
+    #[serde(default)]
+    or_replace: bool,
+    #[serde(default)]
+    if_not_exists: bool,
+    #[serde(default)]
+    columns: Vec<String>,
+}
+
+async fn create(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<IdQuery>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let request: CreateBody = body(bytes, None)?;
+    let (name, parts) = view_name(&shared, &id, &query)?;
+    let columns = if request.columns.is_empty() {
+        String::new()
+    } else {
+        let quoted: Vec<String> = request.columns.iter().map(|c| ids::to_sql(&[c.clone()])).collect();
+        format!(" ({})", quoted.join(", "))
+    };
+    let text = format!(
+        "CREATE {}MATERIALIZED VIEW {}{}{columns} AS {}{}",
+        if request.or_replace { "OR REPLACE " } else { "" },
+        if request.if_not_exists { "IF NOT EXISTS " } else { "" },
+        ids::to_sql(&parts),
+        request.query,
+        if request.with_no_data { " WITH NO DATA" } else { "" },
+    );
+    let (dialect, recursion_limit) = crate::sql::parser_settings(shared.session.context());
+    let mut statements = crate::sql::parse_sql(&text, &dialect, recursion_limit)?;
+    let create = match (statements.pop(), statements.is_empty()) {
+        (Some(Statement::Create(create)), true) => create,
+        _ => {
+            return Err(ApiError::bad_request(
+                "\"query\" must be one query (SELECT, VALUES, WITH ...), without a trailing statement",
+            ));
+        }
+    };
+    // The errors a CREATE finds before computing anything are answered now.
+    shared.session.check_create(&create).await?;
+    let exists = shared.session.catalog().index().view(&name).is_some();
+    if !create.with_data || (create.if_not_exists && exists) {
+        let lock = shared.jobs.view_lock(&name);
+        let _guard = lock.lock().await;
+        let outcome = shared.session.create_materialized_view(&create).await?;
+        let mut description = describe_json(&shared, &name, query.delimiter()).await?;
+        description["action"] = json!(outcome.action.as_str());
+        return Ok((StatusCode::OK, axum::Json(description)).into_response());
+    }
+    let spec = json!({
+        "id": id,
+        "query": request.query,
+        "or_replace": request.or_replace,
+        "if_not_exists": request.if_not_exists,
+        "columns": request.columns,
+    });
+    let session = shared.session.clone();
+    let job_id = shared.jobs.submit("CREATE_MATERIALIZED_VIEW", name, spec, async move {
+        match session.create_materialized_view(&create).await {
+            Ok(outcome) => Ok(json!({
+                "view": outcome.view,
+                "action": outcome.action.as_str(),
+                "populated": outcome.rows_written.is_some(),
+                "rows_written": outcome.rows_written,
+                "version": outcome.version,
+            })),
+            Err(e) => Err((phase_of(&e), e)),
+        }
+    })?;
+    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "job_id": job_id }))).into_response())
+}
+
+/// Where a job's error happened.
+fn phase_of(e: &Error) -> &'static str {
+    let e = match e {
+        Error::RefreshFailed { source, .. } => source.as_ref(),
+        e => e,
+    };
+    match e {
+        Error::CommitConflict { .. }
+        | Error::TooManyRetries { .. }
+        | Error::CommitOutcomeUnknown { .. }
+        | Error::DefinitionChanged { .. } => "commit",
+        _ => "execute",
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+async fn describe_json(shared: &Shared, name: &QualifiedName, delimiter: &str) -> ApiResult<Value> {
+    let description = shared.session.describe(name).await?;
+    let mut value = serde_json::to_value(&description)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?;
+    value["id"] = json!(id_of(name, delimiter));
+    Ok(value)
+}
+
+async fn describe(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<IdQuery>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<axum::Json<Value>> {
+    let Empty {} = body(bytes, Some(Empty {}))?;
+    let (name, _) = view_name(&shared, &id, &query)?;
+    Ok(axum::Json(describe_json(&shared, &name, query.delimiter()).await?))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefreshBody {
+    #[serde(default)]
+    full: bool,
+    #[serde(default)]
+    cascade: bool,
+    source_version: Option<u64>,
+}
+
+async fn refresh(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<IdQuery>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let request: RefreshBody = body(bytes, Some(RefreshBody::default()))?;
+    let (name, parts) = view_name(&shared, &id, &query)?;
+    if request.source_version.is_some() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "feature_not_supported",
+            "source_version is not supported by this server yet: a refresh reads its sources as they are now",
+        ));
+    }
+    let index = shared.session.catalog().reload().await.map_err(ApiError::from)?;
+    if index.view(&name).is_none() {
+        return Err(Error::NotFound {
+            name: display(&shared, &name),
+        }
+        .into());
+    }
+    let statement = RefreshMaterializedView {
+        name: object_name(&parts),
+        full: request.full,
+        cascade: request.cascade,
+    };
+    let spec = json!({ "id": id, "full": request.full, "cascade": request.cascade });
+    let session = shared.session.clone();
+    let job_id = shared.jobs.submit("REFRESH_MATERIALIZED_VIEW", name, spec, async move {
+        let source_version = match session.catalog().reload().await {
+            Ok(index) => index.version,
+            Err(e) => return Err(("execute", e)),
+        };
+        let outcomes = session
+            .refresh(&statement)
+            .await
+            .map_err(|e| (phase_of(&e), e))?;
+        let result = |o: &crate::session::RefreshOutcome| {
+            json!({
+                "view": o.view,
+                "mode": o.mode.as_str(),
+                "rows_written": o.rows_written,
+                "rows_deleted": o.rows_deleted,
+                "detail": o.detail,
+                "source_version": source_version,
+                "version": o.version,
+            })
+        };
+        let (last, upstream) = outcomes
+            .split_last()
+            .ok_or_else(|| ("execute", Error::NotSupported("the refresh refreshed nothing".into())))?;
+        let mut value = result(last);
+        value["upstream"] = Value::Array(upstream.iter().map(result).collect());
+        Ok(value)
+    })?;
+    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "job_id": job_id }))).into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DropBody {
+    #[serde(default)]
+    cascade: bool,
+}
+
+async fn drop_view(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<IdQuery>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<axum::Json<Value>> {
+    let request: DropBody = body(bytes, Some(DropBody::default()))?;
+    let (name, parts) = view_name(&shared, &id, &query)?;
+    let statement = DropMaterializedView {
+        names: vec![object_name(&parts)],
+        if_exists: false,
+        cascade: request.cascade,
+    };
+    let lock = shared.jobs.view_lock(&name);
+    let _guard = lock.lock().await;
+    let dropped = shared.session.drop_materialized_views(&statement).await?;
+    let dropped: Vec<Value> = dropped
+        .iter()
+        .map(|(name, kind)| json!({ "id": id_of(name, query.delimiter()), "kind": kind }))
+        .collect();
+    Ok(axum::Json(json!({ "dropped": dropped })))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    page_token: Option<String>,
+    limit: Option<usize>,
+    delimiter: Option<String>,
+}
+
+/// Most names or jobs one page holds.
+const MAX_PAGE: usize = 1000;
+/// Names or jobs per page when the request does not say.
+const DEFAULT_PAGE: usize = 100;
+
+fn page_size(limit: Option<usize>) -> ApiResult<usize> {
+    match limit.unwrap_or(DEFAULT_PAGE) {
+        0 => Err(ApiError::bad_request("limit must be at least 1")),
+        n => Ok(n.min(MAX_PAGE)),
+    }
+}
+
+async fn list(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<axum::Json<Value>> {
+    let delimiter = query.delimiter.as_deref().unwrap_or(DEFAULT_DELIMITER);
+    let limit = page_size(query.limit)?;
+    let namespace = match ids::parse_namespace(&id, delimiter)? {
+        None => None,
+        Some(parts) => {
+            let (default_catalog, _) = crate::sql::defaults(shared.session.context());
+            let (catalog, schema) = match parts.as_slice() {
+                [schema] => (default_catalog, schema.clone()),
+                [catalog, schema] => (catalog.clone(), schema.clone()),
+                _ => unreachable!("parse_namespace gives one or two parts"),
+            };
+            let exists = shared
+                .session
+                .context()
+                .catalog(&catalog)
+                .is_some_and(|c| c.schema(&schema).is_some());
+            if !exists {
+                return Err(Error::SchemaNotFound { name: schema }.into());
+            }
+            Some((catalog, schema))
+        }
+    };
+    let after = match &query.page_token {
+        Some(token) => match ids::decode_token(token)?.as_slice() {
+            [c, s, n] => Some(QualifiedName::new(c, s, n)),
+            _ => return Err(ApiError::bad_request(format!("invalid page token \"{token}\""))),
+        },
+        None => None,
+    };
+    let mut names = shared
+        .session
+        .list_views(
+            namespace.as_ref().map(|(c, s)| (c.as_str(), s.as_str())),
+            after.as_ref(),
+            limit + 1,
+        )
+        .await?;
+    let more = names.len() > limit;
+    names.truncate(limit);
+    let page_token = more
+        .then(|| names.last())
+        .flatten()
+        .map(|n| ids::encode_token(&[n.catalog.clone(), n.schema.clone(), n.name.clone()]));
+    let views: Vec<String> = names
+        .iter()
+        .map(|n| match namespace {
+            Some(_) => n.name.clone(),
+            None => id_of(n, delimiter),
+        })
+        .collect();
+    Ok(axum::Json(json!({ "views": views, "page_token": page_token })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobId {
+    job_id: String,
+}
+
+async fn job_describe(
+    State(shared): State<Shared>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<axum::Json<Value>> {
+    let JobId { job_id } = body(bytes, None)?;
+    Ok(axum::Json(json!(shared.jobs.describe(&job_id)?)))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobList {
+    page_token: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn job_list(
+    State(shared): State<Shared>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<axum::Json<Value>> {
+    let request: JobList = body(bytes, Some(JobList::default()))?;
+    let limit = page_size(request.limit)?;
+    let after = match &request.page_token {
+        Some(token) => match ids::decode_token(token)?.as_slice() {
+            [seq] => Some(seq.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid page token \"{token}\""))
+            })?),
+            _ => return Err(ApiError::bad_request(format!("invalid page token \"{token}\""))),
+        },
+        None => None,
+    };
+    let (jobs, next) = shared.jobs.list(after, limit);
+    let page_token = next.map(|seq| ids::encode_token(&[seq.to_string()]));
+    Ok(axum::Json(json!({ "jobs": jobs, "page_token": page_token })))
+}
+
+async fn job_cancel(
+    State(shared): State<Shared>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<axum::Json<Value>> {
+    let JobId { job_id } = body(bytes, None)?;
+    let session = shared.session.clone();
+    let info = shared
+        .jobs
+        .cancel(&job_id, |view| async move {
+            let _ = session.catalog().reload().await;
+            session.catalog().view(&view).await.ok().flatten().map(|v| v.version)
+        })
+        .await?;
+    Ok(axum::Json(json!(info)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SqlBody {
+    sql: String,
+}
+
+/// The media type of an Arrow IPC stream.
+pub const ARROW_STREAM: &str = "application/vnd.apache.arrow.stream";
+
+async fn sql(
+    State(shared): State<Shared>,
+    headers: HeaderMap,
+    bytes: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let SqlBody { sql } = body(bytes, None)?;
+    let (schema, batches) = shared.run_sql(&sql).await?;
+    let wants_json = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("application/json"));
+    let internal = |e: datafusion::arrow::error::ArrowError| {
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string())
+    };
+    if wants_json {
+        let body = json_rows(&batches).map_err(internal)?;
+        return Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response());
+    }
+    let body = ipc_stream(&schema, &batches).map_err(internal)?;
+    Ok(([(header::CONTENT_TYPE, ARROW_STREAM)], body).into_response())
+}
+
+/// `batches` as one Arrow IPC stream.
+fn ipc_stream(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<Vec<u8>, datafusion::arrow::error::ArrowError> {
+    let mut out = vec![];
+    let mut writer = datafusion::arrow::ipc::writer::StreamWriter::try_new(&mut out, schema)?;
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.finish()?;
+    drop(writer);
+    Ok(out)
+}
+
+/// `batches` as a JSON array of objects, one per row.
+fn json_rows(batches: &[RecordBatch]) -> Result<Vec<u8>, datafusion::arrow::error::ArrowError> {
+    let mut writer = datafusion::arrow::json::ArrayWriter::new(Vec::new());
+    for batch in batches {
+        writer.write(batch)?;
+    }
+    writer.finish()?;
+    let out = writer.into_inner();
+    // An empty result is an empty array, not an empty body.
+    Ok(if out.is_empty() { b"[]".to_vec() } else { out })
+}
+
+async fn openapi() -> axum::Json<Value> {
+    axum::Json(super::openapi::document())
+}

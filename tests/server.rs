@@ -1,0 +1,712 @@
+//! The server end to end: a real HTTP client against the REST API and the
+//! Rust Flight SQL client against Flight SQL, each server on an ephemeral
+//! loopback port over a temporary catalog.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use arrow_flight::sql::client::FlightSqlServiceClient;
+use arrow_flight::sql::{CommandGetDbSchemas, CommandGetTables, SqlInfo};
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::prelude::SessionContext;
+use datafusion_matview::server::{Server, ServerOptions};
+use datafusion_matview::{MatviewOptions, MatviewSession};
+use futures::TryStreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+
+mod common;
+
+/// A server over a catalog in a temporary folder, with `orders` (CSV files
+/// under `src/`) registered and remembered.
+struct TestServer {
+    dir: tempfile::TempDir,
+    http: SocketAddr,
+    flight: Option<SocketAddr>,
+    stop: Option<oneshot::Sender<()>>,
+    done: Option<tokio::task::JoinHandle<datafusion_matview::Result<()>>>,
+    client: reqwest::Client,
+    token: Option<String>,
+}
+
+impl TestServer {
+    async fn start(options: ServerOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src")).unwrap();
+        std::fs::write(
+            dir.path().join("src/jan.csv"),
+            "region,amount\nnorth,10\nsouth,5\nnorth,2\n",
+        )
+        .unwrap();
+        Self::start_in(dir, options).await
+    }
+
+    async fn start_in(dir: tempfile::TempDir, options: ServerOptions) -> Self {
+        let session = MatviewSession::open_with_options(
+            SessionContext::new(),
+            dir.path().join("catalog").to_str().unwrap(),
+            MatviewOptions {
+                remember_relations: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+        let src = dir.path().join("src");
+        session
+            .sql(&format!(
+                "CREATE EXTERNAL TABLE IF NOT EXISTS orders STORED AS CSV LOCATION '{}/'",
+                src.display()
+            ))
+            .await
+            .unwrap();
+        let token = options.token.clone();
+        let server = Server::bind(session, options).await.unwrap();
+        let (http, flight) = (server.http_addr(), server.flight_sql_addr());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let done = tokio::spawn(server.run(async {
+            let _ = stopped.await;
+        }));
+        Self {
+            dir,
+            http,
+            flight,
+            stop: Some(stop),
+            done: Some(done),
+            client: reqwest::Client::new(),
+            token,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.http)
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let request = self.client.request(method, self.url(path));
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .request(reqwest::Method::POST, path)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, Value) {
+        let response = self.request(reqwest::Method::GET, path).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// The job's description once it has finished.
+    async fn wait(&self, job_id: &str) -> Value {
+        for _ in 0..2000 {
+            let (status, job) = self.post("/v1/jobs/describe", json!({ "job_id": job_id })).await;
+            assert_eq!(status, StatusCode::OK, "{job}");
+            if job["job_state"] != "IN_PROGRESS" {
+                return job;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("job {job_id} did not finish");
+    }
+
+    /// Submits a job and waits for it; it must end DONE.
+    async fn job(&self, path: &str, body: Value) -> Value {
+        let (status, answer) = self.post(path, body).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+        let job = self.wait(answer["job_id"].as_str().unwrap()).await;
+        assert_eq!(job["job_state"], "DONE", "{job}");
+        job["result"].clone()
+    }
+
+    /// The JSON rows of `sql`.
+    async fn rows(&self, sql: &str) -> Value {
+        let response = self
+            .request(reqwest::Method::POST, "/v1/sql")
+            .header("accept", "application/json")
+            .json(&json!({ "sql": sql }))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{sql}: {body}");
+        body
+    }
+
+    /// Every file under the catalog, with its contents.
+    fn catalog_files(&self) -> Vec<(String, Vec<u8>)> {
+        common::files_under(&self.dir.path().join("catalog"))
+            .into_iter()
+            .map(|f| {
+                let bytes = std::fs::read(self.dir.path().join("catalog").join(&f)).unwrap();
+                (f, bytes)
+            })
+            .collect()
+    }
+
+    async fn stop(mut self) -> tempfile::TempDir {
+        self.stop.take().unwrap().send(()).unwrap();
+        self.done.take().unwrap().await.unwrap().unwrap();
+        self.dir
+    }
+}
+
+fn rest_only() -> ServerOptions {
+    ServerOptions {
+        http: "127.0.0.1:0".parse().unwrap(),
+        flight_sql: None,
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_create_describe_query_refresh_list_and_drop() {
+    let server = TestServer::start(rest_only()).await;
+    let (status, _) = server.post("/v1/sql", json!({ "sql": "CREATE SCHEMA analytics" })).await;
+    assert_eq!(status, StatusCode::OK);
+
+    // CREATE runs its population as a job.
+    let query = "SELECT region, count(*) AS n, sum(amount) AS total FROM orders GROUP BY region";
+    let created = server
+        .job(
+            "/v1/materialized_view/analytics$totals/create",
+            json!({ "query": query }),
+        )
+        .await;
+    assert_eq!(
+        created,
+        json!({ "view": "analytics.totals", "action": "created", "populated": true,
+                "rows_written": 2, "version": 1 })
+    );
+    let (status, view) = server
+        .post("/v1/materialized_view/analytics$totals/describe", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["id"], "datafusion$analytics$totals");
+    assert_eq!(view["name"], "totals");
+    assert_eq!(view["namespace"], json!(["datafusion", "analytics"]));
+    assert_eq!(view["populated"], true);
+    assert_eq!(view["freshness"], "fresh");
+    assert_eq!(view["row_count"], 2);
+    assert_eq!(view["version"], 1);
+    assert_eq!(view["format_version"], 2);
+    assert_eq!(
+        view["columns"],
+        json!([
+            { "name": "region", "type": "Utf8", "nullable": true },
+            { "name": "n", "type": "Int64", "nullable": false },
+            { "name": "total", "type": "Int64", "nullable": true },
+        ])
+    );
+    assert!(view["query"].as_str().unwrap().contains("GROUP BY region"));
+    assert_eq!(
+        server.rows("SELECT * FROM analytics.totals ORDER BY region").await,
+        json!([{ "region": "north", "n": 2, "total": 12 }, { "region": "south", "n": 1, "total": 5 }])
+    );
+
+    // The source changes: the view says so, and two refreshes queued at
+    // once run one after the other: the first incremental, the second
+    // finds nothing left to do.
+    std::fs::write(
+        server.dir.path().join("src/feb.csv"),
+        "region,amount\neast,7\nnorth,1\n",
+    )
+    .unwrap();
+    let (_, view) = server
+        .post("/v1/materialized_view/analytics$totals/describe", json!({}))
+        .await;
+    assert_eq!(view["freshness"], "stale");
+    assert_eq!(view["changed_sources"], json!(["orders"]));
+    let (s1, first) = server.post("/v1/materialized_view/analytics$totals/refresh", json!({})).await;
+    let (s2, second) = server.post("/v1/materialized_view/analytics$totals/refresh", json!({})).await;
+    assert_eq!((s1, s2), (StatusCode::ACCEPTED, StatusCode::ACCEPTED));
+    let first = server.wait(first["job_id"].as_str().unwrap()).await;
+    let second = server.wait(second["job_id"].as_str().unwrap()).await;
+    assert_eq!(first["job_type"], "REFRESH_MATERIALIZED_VIEW");
+    assert_eq!(first["job_state"], "DONE", "{first}");
+    let result = &first["result"];
+    assert_eq!(result["mode"], "incremental", "{result}");
+    assert_eq!(result["rows_written"], 3);
+    assert_eq!(result["rows_deleted"], 2);
+    assert_eq!(result["version"], 2);
+    assert_eq!(
+        result["detail"],
+        "orders: 1 file(s) appended; merged into the existing groups"
+    );
+    assert!(result["source_version"].as_u64().unwrap() >= 1);
+    assert_eq!(result["upstream"], json!([]));
+    assert_eq!(second["result"]["mode"], "no_op", "{second}");
+    assert_eq!(second["result"]["version"], 2);
+    assert_eq!(
+        server.rows("SELECT * FROM analytics.totals ORDER BY region").await,
+        json!([{ "region": "east", "n": 1, "total": 7 }, { "region": "north", "n": 3, "total": 13 },
+               { "region": "south", "n": 1, "total": 5 }])
+    );
+    let full = server
+        .job("/v1/materialized_view/analytics$totals/refresh", json!({ "full": true }))
+        .await;
+    assert_eq!(full["mode"], "full");
+    assert_eq!(full["rows_written"], 3);
+
+    // The jobs are listed newest first, a page at a time.
+    let (_, page) = server.post("/v1/jobs/list", json!({ "limit": 2 })).await;
+    assert_eq!(page["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(page["jobs"][0]["result"]["mode"], "full");
+    let (_, rest) = server
+        .post("/v1/jobs/list", json!({ "limit": 10, "page_token": page["page_token"] }))
+        .await;
+    assert_eq!(rest["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(rest["jobs"][1]["job_type"], "CREATE_MATERIALIZED_VIEW");
+    assert_eq!(rest["page_token"], Value::Null);
+
+    // WITH NO DATA answers at once, with the description.
+    for name in ["v1", "v2", "v3", "v4", "v5"] {
+        let (status, view) = server
+            .post(
+                &format!("/v1/materialized_view/{name}/create"),
+                json!({ "query": "SELECT region FROM orders", "with_no_data": true }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{view}");
+        assert_eq!(view["populated"], false);
+        assert_eq!(view["action"], "created");
+    }
+    // Pages of two; views created and dropped between pages are neither
+    // skipped nor repeated among the ones that stay.
+    let (status, page) = server
+        .get("/v1/namespace/public/materialized_view/list?limit=2")
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["views"], json!(["v1", "v2"]));
+    let (status, _) = server.post("/v1/materialized_view/v1/drop", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    server
+        .post(
+            "/v1/materialized_view/v0/create",
+            json!({ "query": "SELECT 1 AS one", "with_no_data": true }),
+        )
+        .await;
+    let token = page["page_token"].as_str().unwrap();
+    let (_, page) = server
+        .get(&format!("/v1/namespace/public/materialized_view/list?limit=2&page_token={token}"))
+        .await;
+    assert_eq!(page["views"], json!(["v3", "v4"]));
+    let token = page["page_token"].as_str().unwrap();
+    let (_, page) = server
+        .get(&format!("/v1/namespace/public/materialized_view/list?limit=2&page_token={token}"))
+        .await;
+    assert_eq!(page["views"], json!(["v5"]));
+    assert_eq!(page["page_token"], Value::Null);
+    // The root namespace lists every view by its whole id.
+    let (_, all) = server.get("/v1/namespace/$/materialized_view/list").await;
+    assert_eq!(
+        all["views"],
+        json!(["datafusion$analytics$totals", "datafusion$public$v0", "datafusion$public$v2",
+               "datafusion$public$v3", "datafusion$public$v4", "datafusion$public$v5"])
+    );
+    // Another delimiter.
+    let (status, view) = server
+        .post("/v1/materialized_view/analytics.totals/describe?delimiter=.", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{view}");
+    assert_eq!(view["id"], "datafusion.analytics.totals");
+
+    let (status, dropped) = server
+        .post("/v1/materialized_view/analytics$totals/drop", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        dropped,
+        json!({ "dropped": [{ "id": "datafusion$analytics$totals", "kind": "materialized view" }] })
+    );
+    let (status, error) = server
+        .post("/v1/materialized_view/analytics$totals/describe", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        error,
+        json!({ "error": "materialized view \"analytics.totals\" does not exist",
+                "code": "undefined_table", "detail": null, "retryable": false })
+    );
+
+    // The Arrow answer of /v1/sql is an IPC stream.
+    let response = server
+        .request(reqwest::Method::POST, "/v1/sql")
+        .json(&json!({ "sql": "SELECT 41 + 1 AS answer" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/vnd.apache.arrow.stream"
+    );
+    let bytes = response.bytes().await.unwrap();
+    let reader =
+        datafusion::arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+    let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().unwrap();
+    assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 42);
+
+    let dir = server.stop().await;
+    // A new process finds what the server left.
+    let session =
+        MatviewSession::open(SessionContext::new(), dir.path().join("catalog").to_str().unwrap())
+            .await
+            .unwrap();
+    let names: Vec<String> = session
+        .list_views(None, None, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| n.name)
+        .collect();
+    assert_eq!(names, ["v0", "v2", "v3", "v4", "v5"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_errors_have_the_right_status_and_change_nothing() {
+    let server = TestServer::start(ServerOptions {
+        max_body_bytes: 4096,
+        ..rest_only()
+    })
+    .await;
+    server
+        .job(
+            "/v1/materialized_view/v/create",
+            json!({ "query": "SELECT region, amount FROM orders" }),
+        )
+        .await;
+    let before = server.catalog_files();
+
+    let raw = |body: &'static str| {
+        server
+            .request(reqwest::Method::POST, "/v1/materialized_view/w/create")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    // Bad JSON, an unknown field, a missing one.
+    for body in ["{\"query\": ", "{\"query\": \"SELECT 1\", \"colour\": 1}", "{}"] {
+        let response = raw(body).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["code"], "invalid_request");
+        assert!(error["error"].as_str().unwrap().starts_with("invalid JSON body: "), "{error}");
+    }
+    // A huge body.
+    let huge = format!("{{\"query\": \"SELECT '{}'\"}}", "x".repeat(10_000));
+    let response = server
+        .request(reqwest::Method::POST, "/v1/materialized_view/w/create")
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["code"], "payload_too_large");
+    // Ids that look like paths.
+    for id in ["..", "a$..", "a%2Fb", "a$$b", "a$b$c$d"] {
+        let (status, error) = server
+            .post(&format!("/v1/materialized_view/{id}/create"), json!({ "query": "SELECT 1" }))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{id}: {error}");
+        assert!(error["error"].as_str().unwrap().starts_with("invalid identifier"), "{error}");
+    }
+    // A query that does not plan, one that is not a query, a name taken.
+    let (status, error) = server
+        .post("/v1/materialized_view/w/create", json!({ "query": "SELECT nope FROM orders" }))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        error["error"].as_str().unwrap().contains("No field named nope"),
+        "{error}"
+    );
+    let (status, error) = server
+        .post(
+            "/v1/materialized_view/w/create",
+            json!({ "query": "SELECT 1; DROP TABLE orders" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    let (status, error) = server
+        .post("/v1/materialized_view/v/create", json!({ "query": "SELECT 1" }))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(error["error"], "relation \"v\" already exists");
+    assert_eq!(error["code"], "duplicate_table");
+    let (status, error) = server
+        .post("/v1/materialized_view/orders/refresh", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+    let (status, error) = server
+        .post("/v1/materialized_view/v/refresh", json!({ "source_version": 3 }))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error["code"], "feature_not_supported");
+    let (status, error) = server.post("/v1/materialized_view/orders/drop", json!({})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["code"], "wrong_object_type");
+    assert_eq!(error["detail"], "HINT: Use DROP TABLE to remove a table.");
+    let (status, _) = server
+        .post("/v1/jobs/describe", json!({ "job_id": "no-such-job" }))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = server.get("/v1/namespace/nowhere/materialized_view/list").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = server.get("/v1/namespace/public/materialized_view/list?page_token=zz").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, error) = server.post("/v1/sql", json!({ "sql": "SELEC 1" })).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error["code"], "syntax_error");
+    let (status, _) = server.get("/v1/nothing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    assert_eq!(server.catalog_files(), before, "an error changed the catalog");
+    let (_, openapi) = server.get("/openapi.json").await;
+    assert_eq!(openapi["openapi"], "3.1.0");
+    assert!(openapi["paths"]["/v1/materialized_view/{id}/refresh"]["post"].is_object());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_token_is_required_but_not_for_healthz() {
+    let mut server = TestServer::start(ServerOptions {
+        token: Some("s3cret".into()),
+        ..rest_only()
+    })
+    .await;
+    let (status, _) = server.post("/v1/sql", json!({ "sql": "SELECT 1" })).await;
+    assert_eq!(status, StatusCode::OK);
+    server.token = Some("wrong".into());
+    let (status, error) = server.post("/v1/sql", json!({ "sql": "SELECT 1" })).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(error["code"], "unauthorized");
+    server.token = None;
+    let (status, _) = server.get("/v1/namespace/$/materialized_view/list").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, health) = server.get("/healthz").await;
+    assert_eq!((status, health), (StatusCode::OK, json!({ "status": "ok" })));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_cancel_of_a_long_refresh_keeps_the_old_data() {
+    let server = TestServer::start(rest_only()).await;
+    // A view whose refresh takes long: a count over a large cross join of
+    // a table that a statement can grow.
+    server
+        .rows("CREATE TABLE big AS SELECT * FROM generate_series(1, 10) AS t(x)")
+        .await;
+    server
+        .job(
+            "/v1/materialized_view/slow/create",
+            json!({ "query": "SELECT count(*) AS n FROM big a, big b, big c" }),
+        )
+        .await;
+    server
+        .rows("INSERT INTO big SELECT * FROM generate_series(11, 3000)")
+        .await;
+    let (_, before) = server.post("/v1/materialized_view/slow/describe", json!({})).await;
+    let (status, job) = server.post("/v1/materialized_view/slow/refresh", json!({})).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, cancelled) = server.post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] })).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(cancelled["job_state"], "CANCELLED", "{cancelled}");
+    assert_eq!(cancelled["result"]["started"], true);
+    assert_eq!(cancelled["result"]["view_version_after"], 1);
+    let (_, after) = server.post("/v1/materialized_view/slow/describe", json!({})).await;
+    assert_eq!(after["version"], before["version"]);
+    assert_eq!(server.rows("SELECT n FROM slow").await, json!([{ "n": 1000 }]));
+    // Cancelling again answers the same state.
+    let (_, again) = server.post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] })).await;
+    assert_eq!(again["job_state"], "CANCELLED");
+    server.stop().await;
+}
+
+async fn flight_client(addr: SocketAddr) -> FlightSqlServiceClient<Channel> {
+    let channel = tonic::transport::Endpoint::new(format!("http://{addr}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    FlightSqlServiceClient::new(channel)
+}
+
+async fn fetch(
+    client: &mut FlightSqlServiceClient<Channel>,
+    info: arrow_flight::FlightInfo,
+) -> Vec<RecordBatch> {
+    let mut batches = vec![];
+    for endpoint in info.endpoint {
+        let ticket = endpoint.ticket.unwrap();
+        let stream = client.do_get(ticket).await.unwrap();
+        batches.extend(stream.try_collect::<Vec<_>>().await.unwrap());
+    }
+    batches
+}
+
+async fn query(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Vec<RecordBatch> {
+    let info = client.execute(sql.to_string(), None).await.unwrap();
+    fetch(client, info).await
+}
+
+fn strings(batches: &[RecordBatch], column: &str) -> Vec<String> {
+    batches
+        .iter()
+        .flat_map(|b| {
+            let c = b.column_by_name(column).unwrap();
+            let c = datafusion::arrow::compute::cast(c, &datafusion::arrow::datatypes::DataType::Utf8)
+                .unwrap();
+            let c = c.as_string::<i32>().clone();
+            (0..c.len()).map(move |i| c.value(i).to_string()).collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn with_flight() -> ServerOptions {
+    ServerOptions {
+        http: "127.0.0.1:0".parse().unwrap(),
+        flight_sql: Some("127.0.0.1:0".parse().unwrap()),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flight_sql_creates_refreshes_queries_and_lists_views() {
+    let server = TestServer::start(with_flight()).await;
+    let mut client = flight_client(server.flight.unwrap()).await;
+
+    let created = query(
+        &mut client,
+        "CREATE MATERIALIZED VIEW totals AS SELECT region, sum(amount) AS total FROM orders GROUP BY region",
+    )
+    .await;
+    assert_eq!(strings(&created, "action"), ["created"]);
+    assert_eq!(strings(&created, "rows_written"), ["2"]);
+    let rows = query(&mut client, "SELECT region, total FROM totals ORDER BY region").await;
+    assert_eq!(strings(&rows, "region"), ["north", "south"]);
+    assert_eq!(strings(&rows, "total"), ["12", "5"]);
+
+    std::fs::write(server.dir.path().join("src/feb.csv"), "region,amount\neast,7\n").unwrap();
+    let refreshed = query(&mut client, "REFRESH MATERIALIZED VIEW totals").await;
+    assert_eq!(strings(&refreshed, "mode"), ["incremental"]);
+    let rows = query(&mut client, "SELECT region FROM totals ORDER BY region").await;
+    assert_eq!(strings(&rows, "region"), ["east", "north", "south"]);
+    // The update call answers a count.
+    let written = client
+        .execute_update("REFRESH MATERIALIZED VIEW totals FULL".into(), None)
+        .await
+        .unwrap();
+    assert_eq!(written, 3);
+
+    // A prepared query with a parameter.
+    let mut prepared = client
+        .prepare("SELECT region FROM totals WHERE total > $1 ORDER BY region".into(), None)
+        .await
+        .unwrap();
+    let parameters = prepared.parameter_schema().unwrap().clone();
+    assert_eq!(parameters.fields().len(), 1);
+    let value: std::sync::Arc<dyn Array> =
+        std::sync::Arc::new(datafusion::arrow::array::Int64Array::from(vec![6]));
+    prepared
+        .set_parameters(
+            RecordBatch::try_new(
+                std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
+                    datafusion::arrow::datatypes::Field::new("$1", datafusion::arrow::datatypes::DataType::Int64, true),
+                ])),
+                vec![value],
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let info = prepared.execute().await.unwrap();
+    let rows = fetch(&mut client, info).await;
+    assert_eq!(strings(&rows, "region"), ["east", "north"]);
+    prepared.close().await.unwrap();
+
+    // Metadata: the view is a table of the catalog, of type MATERIALIZED VIEW.
+    let info = client.get_catalogs().await.unwrap();
+    assert_eq!(strings(&fetch(&mut client, info).await, "catalog_name"), ["datafusion"]);
+    let info = client
+        .get_db_schemas(CommandGetDbSchemas {
+            catalog: Some("datafusion".into()),
+            db_schema_filter_pattern: None,
+        })
+        .await
+        .unwrap();
+    assert!(strings(&fetch(&mut client, info).await, "db_schema_name").contains(&"public".to_string()));
+    let info = client
+        .get_tables(CommandGetTables {
+            catalog: Some("datafusion".into()),
+            db_schema_filter_pattern: Some("public".into()),
+            table_name_filter_pattern: None,
+            table_types: vec![],
+            include_schema: true,
+        })
+        .await
+        .unwrap();
+    let tables = fetch(&mut client, info).await;
+    let names = strings(&tables, "table_name");
+    let types = strings(&tables, "table_type");
+    let listed: Vec<(String, String)> = names.into_iter().zip(types).collect();
+    assert!(listed.contains(&("totals".into(), "MATERIALIZED VIEW".into())), "{listed:?}");
+    assert!(listed.contains(&("orders".into(), "TABLE".into())), "{listed:?}");
+    let info = client.get_table_types().await.unwrap();
+    assert!(strings(&fetch(&mut client, info).await, "table_type").contains(&"MATERIALIZED VIEW".to_string()));
+    let info = client
+        .get_sql_info(vec![SqlInfo::FlightSqlServerName, SqlInfo::FlightSqlServerVersion])
+        .await
+        .unwrap();
+    let info = fetch(&mut client, info).await;
+    let values = format!("{:?}", info[0].column(1));
+    assert!(values.contains("dfmv"), "{values}");
+    assert!(values.contains(env!("CARGO_PKG_VERSION")), "{values}");
+
+    // A statement that fails answers the session's message.
+    let error = client
+        .execute("SELECT * FROM missing".into(), None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("missing"), "{error}");
+
+    // The REST API sees what Flight SQL made.
+    let (_, view) = server.post("/v1/materialized_view/totals/describe", json!({})).await;
+    assert_eq!(view["version"], 3);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flight_sql_requires_the_token_and_hands_it_out_on_handshake() {
+    let server = TestServer::start(ServerOptions {
+        token: Some("s3cret".into()),
+        ..with_flight()
+    })
+    .await;
+    let mut client = flight_client(server.flight.unwrap()).await;
+    let error = client.execute("SELECT 1".into(), None).await.unwrap_err();
+    assert!(error.to_string().contains("bearer token"), "{error}");
+    assert!(client.handshake("anyone", "wrong").await.is_err());
+    client.handshake("anyone", "s3cret").await.unwrap();
+    let rows = query(&mut client, "SELECT 1 AS one").await;
+    assert_eq!(strings(&rows, "one"), ["1"]);
+    let mut bearer = flight_client(server.flight.unwrap()).await;
+    bearer.set_header("authorization", "Bearer s3cret");
+    assert_eq!(strings(&query(&mut bearer, "SELECT 2 AS two").await, "two"), ["2"]);
+    server.stop().await;
+}
