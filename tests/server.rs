@@ -419,7 +419,9 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
     let error: Value = response.json().await.unwrap();
     assert_eq!(error["code"], "payload_too_large");
     // Ids that look like paths.
-    for id in ["..", "a$..", "a%2Fb", "a$$b", "a$b$c$d"] {
+    // (A bare `..` segment never reaches the server: the client's URL
+    // parser resolves it, as every HTTP client does.)
+    for id in ["a$..", "..$b", "a%2Fb", "a$$b", "a$b$c$d"] {
         let (status, error) = server
             .post(&format!("/v1/materialized_view/{id}/create"), json!({ "query": "SELECT 1" }))
             .await;
@@ -514,7 +516,8 @@ async fn rest_cancel_of_a_long_refresh_keeps_the_old_data() {
     server
         .job(
             "/v1/materialized_view/slow/create",
-            json!({ "query": "SELECT count(*) AS n FROM big a, big b, big c" }),
+            // (Not count(*): DataFusion answers that from statistics.)
+            json!({ "query": "SELECT sum(a.x * b.x + c.x) AS n FROM big a, big b, big c" }),
         )
         .await;
     server
@@ -531,7 +534,7 @@ async fn rest_cancel_of_a_long_refresh_keeps_the_old_data() {
     assert_eq!(cancelled["result"]["view_version_after"], 1);
     let (_, after) = server.post("/v1/materialized_view/slow/describe", json!({})).await;
     assert_eq!(after["version"], before["version"]);
-    assert_eq!(server.rows("SELECT n FROM slow").await, json!([{ "n": 1000 }]));
+    assert_eq!(server.rows("SELECT n FROM slow").await, json!([{ "n": 35750 }]));
     // Cancelling again answers the same state.
     let (_, again) = server.post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] })).await;
     assert_eq!(again["job_state"], "CANCELLED");

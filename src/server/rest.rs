@@ -373,8 +373,9 @@ async fn drop_view(
     let lock = shared.jobs.view_lock(&name);
     let _guard = lock.lock().await;
     let dropped = shared.session.drop_materialized_views(&statement).await?;
-    let dropped: Vec<Value> = dropped
-        .iter()
+    // The named view first, then what CASCADE dropped with it.
+    let dropped: Vec<Value> = std::iter::once((&name, "materialized view"))
+        .chain(dropped.iter().map(|(name, kind)| (name, *kind)))
         .map(|(name, kind)| json!({ "id": id_of(name, query.delimiter()), "kind": kind }))
         .collect();
     Ok(axum::Json(json!({ "dropped": dropped })))
