@@ -1793,3 +1793,157 @@ fn migrate_moves_a_catalog_of_the_previous_build_once() {
     assert_ne!(run.code, 0);
     assert!(run.stdout.contains("migrate runs alone"), "{run:#?}");
 }
+
+// ---- dfmv serve --------------------------------------------------------------
+
+/// One HTTP/1.1 request over a fresh connection: the status and the body
+/// as JSON.
+fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to dfmv serve");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nAccept: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, mut payload) = response.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head[9..12].parse().unwrap();
+    let decoded;
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut out = String::new();
+        while let Some((size, rest)) = payload.split_once("\r\n") {
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            out.push_str(&rest[..size]);
+            payload = &rest[size + 2..];
+        }
+        decoded = out;
+        payload = &decoded;
+    }
+    (status, serde_json::from_str(payload).expect("a JSON body"))
+}
+
+/// Waits for a job of `dfmv serve` to finish; its description.
+fn wait_job(addr: &str, job: &serde_json::Value) -> serde_json::Value {
+    let body = serde_json::json!({ "job_id": job["job_id"] }).to_string();
+    for _ in 0..600 {
+        let (status, state) = http(addr, "POST", "/v1/jobs/describe", &body);
+        assert_eq!(status, 200, "{state}");
+        if state["job_state"] != "IN_PROGRESS" {
+            return state;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("job {job} did not finish in 30 s");
+}
+
+#[test]
+fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let dir = Dir::new();
+    dir.write("src/jan.csv", "region,amount\nnorth,10\nsouth,5\nnorth,2\n");
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION 'src/'",
+        "-c",
+        "CREATE MATERIALIZED VIEW totals AS SELECT region, sum(amount) AS total \
+         FROM orders GROUP BY region",
+    ]);
+    let mut child = dir
+        .command(&["serve", "--http", "127.0.0.1:0", "--flight-sql", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = vec![];
+    while banner.len() < 3 {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "dfmv serve ended: {banner:?}");
+        banner.push(line.trim_end().to_owned());
+    }
+    let catalog = dir.join("catalog");
+    assert_eq!(banner[0], format!("dfmv serve: catalog {}", catalog.display()));
+    let addr = banner[1].strip_prefix("REST on http://").expect("the REST address").to_owned();
+    assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{addr}");
+    assert!(banner[2].starts_with("Flight SQL on grpc://127.0.0.1:"), "{banner:?}");
+
+    assert_eq!(http(&addr, "GET", "/healthz", ""), (200, serde_json::json!({ "status": "ok" })));
+    // The remembered table and view are there.
+    let query = r#"{"sql": "SELECT * FROM totals ORDER BY region"}"#;
+    assert_eq!(
+        http(&addr, "POST", "/v1/sql", query),
+        (200, serde_json::json!([{ "region": "north", "total": 12 }, { "region": "south", "total": 5 }]))
+    );
+    // A source change, a refresh job, its typed result.
+    dir.write("src/feb.csv", "region,amount\neast,7\nnorth,1\n");
+    let (status, job) = http(&addr, "POST", "/v1/materialized_view/totals/refresh", "{}");
+    assert_eq!(status, 202, "{job}");
+    let done = wait_job(&addr, &job);
+    assert_eq!(done["job_state"], "DONE", "{done}");
+    assert_eq!(done["result"]["mode"], "incremental", "{done}");
+    assert_eq!(done["result"]["rows_written"], 3, "{done}");
+    assert_eq!(
+        http(&addr, "POST", "/v1/sql", query).1,
+        serde_json::json!([
+            { "region": "east", "total": 7 },
+            { "region": "north", "total": 13 },
+            { "region": "south", "total": 5 }
+        ])
+    );
+    let (status, error) = http(&addr, "POST", "/v1/materialized_view/nope/describe", "");
+    assert_eq!(status, 404);
+    assert_eq!(
+        error["error"],
+        "materialized view \"nope\" does not exist",
+        "{error}"
+    );
+
+    // SIGTERM: a clean stop, and one log line per request.
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.ends_with("dfmv serve: stopped\n"), "{stderr}");
+    let logged: Vec<String> = stderr
+        .lines()
+        .filter(|line| line.contains(" /v1/") || line.contains(" /healthz "))
+        .map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            format!("{} {} {}", fields[1], fields[2], fields[3])
+        })
+        .collect();
+    let polls = logged.iter().filter(|l| l.as_str() == "POST /v1/jobs/describe 200").count();
+    assert!(polls >= 1);
+    let others: Vec<&str> = logged
+        .iter()
+        .map(String::as_str)
+        .filter(|l| *l != "POST /v1/jobs/describe 200")
+        .collect();
+    assert_eq!(
+        others,
+        [
+            "GET /healthz 200",
+            "POST /v1/sql 200",
+            "POST /v1/materialized_view/totals/refresh 202",
+            "POST /v1/sql 200",
+            "POST /v1/materialized_view/nope/describe 404",
+        ]
+    );
+    // The view the server refreshed is what a later dfmv reads.
+    let run = dir.dfmv(&["-q", "-c", "SELECT total FROM totals WHERE region = 'east'"]);
+    assert!(run.stdout.contains("| 7     |"), "{run:?}");
+}

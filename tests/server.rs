@@ -3,6 +3,7 @@
 //! loopback port over a temporary catalog.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use arrow_flight::sql::client::FlightSqlServiceClient;
@@ -23,7 +24,7 @@ mod common;
 /// A server over a catalog in a temporary folder, with `orders` (CSV files
 /// under `src/`) registered and remembered.
 struct TestServer {
-    dir: tempfile::TempDir,
+    dir: Arc<tempfile::TempDir>,
     http: SocketAddr,
     flight: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
@@ -41,10 +42,11 @@ impl TestServer {
             "region,amount\nnorth,10\nsouth,5\nnorth,2\n",
         )
         .unwrap();
-        Self::start_in(dir, options).await
+        Self::start_in(Arc::new(dir), options).await
     }
 
-    async fn start_in(dir: tempfile::TempDir, options: ServerOptions) -> Self {
+    /// A server over the catalog in `dir` (which another may be serving).
+    async fn start_in(dir: Arc<tempfile::TempDir>, options: ServerOptions) -> Self {
         let session = MatviewSession::open_with_options(
             SessionContext::new(),
             dir.path().join("catalog").to_str().unwrap(),
@@ -158,7 +160,7 @@ impl TestServer {
             .collect()
     }
 
-    async fn stop(mut self) -> tempfile::TempDir {
+    async fn stop(mut self) -> Arc<tempfile::TempDir> {
         self.stop.take().unwrap().send(()).unwrap();
         self.done.take().unwrap().await.unwrap().unwrap();
         self.dir
@@ -712,4 +714,283 @@ async fn flight_sql_requires_the_token_and_hands_it_out_on_handshake() {
     bearer.set_header("authorization", "Bearer s3cret");
     assert_eq!(strings(&query(&mut bearer, "SELECT 2 AS two").await, "two"), ["2"]);
     server.stop().await;
+}
+
+// ---- load ---------------------------------------------------------------------
+
+/// What one load client saw: each counted request's kind and latency, and
+/// the jobs it submitted.
+#[derive(Default)]
+struct ClientLog {
+    latencies: Vec<(&'static str, Duration)>,
+    jobs: Vec<(String, &'static str, String)>,
+}
+
+/// A view the load client owns, as the client last saw it.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Owned {
+    Absent,
+    /// Its CREATE job was submitted (which may yet fail).
+    Creating,
+    Present,
+}
+
+/// 8 clients × 200 mixed requests (create, refresh, query, list, describe,
+/// drop), half against one server and half against a second server over
+/// the same catalog, with full refreshes of one view that every client
+/// shares. Every job must end DONE or FAILED with a reason; no commit may
+/// be lost (each DONE refresh of the shared view has its own version, and
+/// the view's version counts them all); every view a client owns is where
+/// its last acknowledged statement left it; the catalog opens clean after.
+/// Prints requests per second and latencies (the README's numbers come
+/// from `cargo test --release --test server load -- --nocapture`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_8_clients_200_requests_two_servers_one_catalog() {
+    const CLIENTS: usize = 8;
+    const REQUESTS: usize = 200;
+    let options = || ServerOptions {
+        max_jobs: 256,
+        ..rest_only()
+    };
+    let a = TestServer::start(options()).await;
+    let b = TestServer::start_in(Arc::clone(&a.dir), options()).await;
+    let shared_query = "SELECT x, x % 7 AS g FROM generate_series(1, 1000) AS t(x)";
+    let created = a
+        .job("/v1/materialized_view/shared/create", json!({ "query": shared_query }))
+        .await;
+    let first_version = created["version"].as_u64().unwrap();
+    let servers = Arc::new([a, b]);
+
+    let started = std::time::Instant::now();
+    let mut clients = vec![];
+    for c in 0..CLIENTS {
+        let servers = Arc::clone(&servers);
+        clients.push(tokio::spawn(async move {
+            let server = &servers[c % 2];
+            let mut log = ClientLog::default();
+            let mut owned = [Owned::Absent; 3];
+            // The jobs not yet waited for, per owned view.
+            let mut pending: [Vec<String>; 3] = Default::default();
+            let n = |k: usize| 10 * (c + 1) + k;
+            for j in 0..REQUESTS {
+                let k = (j / 8) % 3;
+                let view = format!("c{c}_v{k}");
+                let timed = std::time::Instant::now();
+                let kind = match (j % 8, owned[k]) {
+                    (0, Owned::Absent) => {
+                        let query = format!("SELECT x FROM generate_series(1, {}) AS t(x)", n(k));
+                        let (status, job) = server
+                            .post(&format!("/v1/materialized_view/{view}/create"), json!({ "query": query }))
+                            .await;
+                        assert_eq!(status, StatusCode::ACCEPTED, "{job}");
+                        let id = job["job_id"].as_str().unwrap().to_owned();
+                        log.jobs.push((id.clone(), "create", view.clone()));
+                        pending[k].push(id);
+                        owned[k] = Owned::Creating;
+                        "create"
+                    }
+                    (0 | 6, _) | (1, _) => {
+                        // A full refresh of the shared view (or of the
+                        // client's own when it has one, at 6).
+                        let target = if j % 8 == 6 && owned[k] == Owned::Present { view.as_str() } else { "shared" };
+                        let (status, job) = server
+                            .post(&format!("/v1/materialized_view/{target}/refresh"), json!({ "full": true }))
+                            .await;
+                        assert_eq!(status, StatusCode::ACCEPTED, "{job}");
+                        let id = job["job_id"].as_str().unwrap().to_owned();
+                        log.jobs.push((id.clone(), "refresh", target.to_owned()));
+                        if target != "shared" {
+                            pending[k].push(id);
+                        }
+                        "refresh"
+                    }
+                    (2 | 5, state) => {
+                        // The shared view, or the client's own once it is known to be there.
+                        if state == Owned::Present && j % 8 == 5 {
+                            let rows = server.rows(&format!("SELECT count(*) AS n FROM {view}")).await;
+                            assert_eq!(rows, json!([{ "n": n(k) }]));
+                        } else {
+                            let rows = server.rows("SELECT count(*) AS n, sum(g) AS s FROM shared").await;
+                            assert_eq!(rows, json!([{ "n": 1000, "s": 3003 }]));
+                        }
+                        "query"
+                    }
+                    (3, _) => {
+                        let (status, page) = server
+                            .get("/v1/namespace/public/materialized_view/list?limit=5")
+                            .await;
+                        assert_eq!(status, StatusCode::OK, "{page}");
+                        assert!(page["views"].as_array().unwrap().len() <= 5);
+                        "list"
+                    }
+                    (4, _) => {
+                        let (status, view) = server
+                            .post("/v1/materialized_view/shared/describe", json!({}))
+                            .await;
+                        assert_eq!(status, StatusCode::OK, "{view}");
+                        "describe"
+                    }
+                    (7, Owned::Absent) => {
+                        let (status, _) = server
+                            .post("/v1/jobs/list", json!({ "limit": 10 }))
+                            .await;
+                        assert_eq!(status, StatusCode::OK);
+                        "jobs list"
+                    }
+                    (7, _) => {
+                        // Settle what runs on the view, then drop it.
+                        let mut present = owned[k] == Owned::Present;
+                        for id in pending[k].drain(..) {
+                            let job = server.wait(&id).await;
+                            if log.jobs.iter().any(|(j, kind, _)| *j == id && *kind == "create") {
+                                present = job["job_state"] == "DONE";
+                            }
+                        }
+                        let timed = std::time::Instant::now();
+                        let (status, answer) = server
+                            .post(&format!("/v1/materialized_view/{view}/drop"), json!({}))
+                            .await;
+                        if present {
+                            assert_eq!(status, StatusCode::OK, "{answer}");
+                        } else {
+                            assert_eq!(status, StatusCode::NOT_FOUND, "{answer}");
+                        }
+                        owned[k] = Owned::Absent;
+                        log.latencies.push(("drop", timed.elapsed()));
+                        continue;
+                    }
+                    (_, _) => unreachable!(),
+                };
+                log.latencies.push((kind, timed.elapsed()));
+                // A create that has finished makes the view the client's.
+                if owned[k] == Owned::Creating && j % 8 == 4 {
+                    let id = pending[k].remove(0);
+                    let job = server.wait(&id).await;
+                    owned[k] = if job["job_state"] == "DONE" { Owned::Present } else { Owned::Absent };
+                }
+            }
+            // Settle every job the client still has running.
+            for (k, ids) in pending.iter_mut().enumerate() {
+                for id in ids.drain(..) {
+                    let job = server.wait(&id).await;
+                    if owned[k] == Owned::Creating {
+                        owned[k] = if job["job_state"] == "DONE" { Owned::Present } else { Owned::Absent };
+                    }
+                }
+            }
+            (log, owned)
+        }));
+    }
+    let mut logs = vec![];
+    for client in clients {
+        logs.push(client.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+
+    // Every job ended DONE or FAILED with a reason.
+    let (mut done, mut failed, mut shared_versions) = (0, 0, vec![]);
+    let mut reasons = std::collections::BTreeMap::<String, usize>::new();
+    for (c, (log, _)) in logs.iter().enumerate() {
+        for (id, kind, view) in &log.jobs {
+            let job = servers[c % 2].wait(id).await;
+            match job["job_state"].as_str().unwrap() {
+                "DONE" => {
+                    done += 1;
+                    if *kind == "refresh" && view == "shared" {
+                        assert_eq!(job["result"]["mode"], "full", "{job}");
+                        shared_versions.push(job["result"]["version"].as_u64().unwrap());
+                    }
+                }
+                "FAILED" => {
+                    failed += 1;
+                    let message = job["failure"]["message"].as_str().unwrap_or("");
+                    assert!(!message.is_empty(), "a failure without a reason: {job}");
+                    // Two servers racing on one view: the loser is told to retry.
+                    if job["failure"]["phase"] == "commit" {
+                        assert_eq!(job["failure"]["retryable"], true, "{job}");
+                    }
+                    let reason = format!("{kind} {}: {}", job["failure"]["phase"], message.split(':').next().unwrap());
+                    *reasons.entry(reason).or_default() += 1;
+                }
+                other => panic!("job {id} ended {other}: {job}"),
+            }
+        }
+    }
+    // No lost commit: each DONE refresh of the shared view made its own
+    // version, and the view's version counts them all.
+    let refreshes = shared_versions.len() as u64;
+    shared_versions.sort_unstable();
+    shared_versions.dedup();
+    assert_eq!(shared_versions.len() as u64, refreshes, "two refreshes claim one version");
+    let (_, shared) = servers[1].post("/v1/materialized_view/shared/describe", json!({})).await;
+    assert_eq!(shared["version"].as_u64().unwrap(), first_version + refreshes, "{shared}");
+
+    // Each client's views are where it left them.
+    let (_, listed) = servers[0]
+        .get("/v1/namespace/public/materialized_view/list?limit=1000")
+        .await;
+    let listed: Vec<&str> = listed["views"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let mut expected = vec!["shared".to_owned()];
+    for (c, (_, owned)) in logs.iter().enumerate() {
+        for (k, state) in owned.iter().enumerate() {
+            assert_ne!(*state, Owned::Creating);
+            if *state == Owned::Present {
+                expected.push(format!("c{c}_v{k}"));
+            }
+        }
+    }
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    // The numbers.
+    let mut all: Vec<Duration> = logs.iter().flat_map(|(l, _)| l.latencies.iter().map(|(_, d)| *d)).collect();
+    assert_eq!(all.len(), CLIENTS * REQUESTS);
+    let quantile = |sorted: &[Duration], q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    all.sort_unstable();
+    println!(
+        "load: {} requests from {CLIENTS} clients on 2 servers in {:.2} s: {:.0} requests/s; \
+         p50 {:.1} ms, p99 {:.1} ms; jobs {done} DONE, {failed} FAILED; {refreshes} refreshes of one shared view",
+        all.len(),
+        elapsed.as_secs_f64(),
+        all.len() as f64 / elapsed.as_secs_f64(),
+        quantile(&all, 0.5).as_secs_f64() * 1000.0,
+        quantile(&all, 0.99).as_secs_f64() * 1000.0,
+    );
+    for (reason, count) in &reasons {
+        println!("  FAILED {count:>3}: {reason}");
+    }
+    for kind in ["create", "refresh", "query", "list", "describe", "jobs list", "drop"] {
+        let mut these: Vec<Duration> = logs
+            .iter()
+            .flat_map(|(l, _)| l.latencies.iter().filter(|(k, _)| *k == kind).map(|(_, d)| *d))
+            .collect();
+        these.sort_unstable();
+        if !these.is_empty() {
+            println!(
+                "  {kind:<9} {:>4} requests, p50 {:>7.1} ms, p99 {:>7.1} ms",
+                these.len(),
+                quantile(&these, 0.5).as_secs_f64() * 1000.0,
+                quantile(&these, 0.99).as_secs_f64() * 1000.0
+            );
+        }
+    }
+
+    // Both servers stop; the catalog opens clean in a new session.
+    let [a, b] = Arc::into_inner(servers).unwrap();
+    b.stop().await;
+    let dir = a.stop().await;
+    let session =
+        MatviewSession::open(SessionContext::new(), dir.path().join("catalog").to_str().unwrap())
+            .await
+            .unwrap();
+    let batches = session
+        .sql("SELECT count(*) AS n, sum(g) AS s FROM shared")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 1000);
+    let names = session.list_views(None, None, 1000).await.unwrap();
+    assert_eq!(names.len(), expected.len());
 }

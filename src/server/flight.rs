@@ -58,6 +58,61 @@ use super::{ApiError, Shared};
 use crate::error::{Error, Result};
 use crate::sql::Statement;
 
+/// One log line per gRPC call (as the REST API logs its requests): the
+/// method, its gRPC status when the answer carries it in the headers (a
+/// failure before any data; `0` otherwise), and the time to the headers.
+#[derive(Clone)]
+struct Logged<S> {
+    inner: S,
+    log: bool,
+}
+
+impl<S, B, R> tower::Service<axum::http::Request<B>> for Logged<S>
+where
+    S: tower::Service<axum::http::Request<B>, Response = axum::http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = std::result::Result<S::Response, S::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::result::Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
+        let path = request.uri().path().to_owned();
+        let future = self.inner.call(request);
+        if !self.log {
+            return Box::pin(future);
+        }
+        let started = std::time::Instant::now();
+        Box::pin(async move {
+            let response = future.await;
+            let status = match &response {
+                Ok(response) => response
+                    .headers()
+                    .get("grpc-status")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("0")
+                    .to_owned(),
+                Err(_) => "transport error".to_owned(),
+            };
+            eprintln!(
+                "{} GRPC {path} {status} {:.1}ms",
+                chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.3fZ"),
+                started.elapsed().as_secs_f64() * 1000.0
+            );
+            response
+        })
+    }
+}
+
 /// How long a ticket (a statement planned by `GetFlightInfo`) waits for
 /// its fetch.
 pub const TICKET_LIFETIME: Duration = Duration::from_secs(600);
@@ -68,9 +123,11 @@ pub(crate) async fn serve(
     listener: TcpListener,
     stop: CancellationToken,
 ) -> Result<()> {
+    let log = shared.options.log_requests;
     let service = FlightServiceServer::new(FlightSql::new(shared))
         .max_decoding_message_size(64 << 20);
     tonic::transport::Server::builder()
+        .layer(tower::layer::layer_fn(move |inner| Logged { inner, log }))
         .add_service(service)
         .serve_with_incoming_shutdown(
             tonic::transport::server::TcpIncoming::from(listener),
