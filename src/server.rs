@@ -172,11 +172,9 @@ impl Server {
         options: ServerOptions,
         prepare: Option<Arc<dyn Prepare>>,
     ) -> Result<Self> {
-        let bind_error = |addr: SocketAddr, e: std::io::Error| {
-            Error::Serve {
-                what: format!("listen on {addr}"),
-                reason: e.to_string(),
-            }
+        let bind_error = |addr: SocketAddr, e: std::io::Error| Error::Serve {
+            what: format!("listen on {addr}"),
+            reason: e.to_string(),
         };
         let http = TcpListener::bind(options.http)
             .await
@@ -216,7 +214,9 @@ impl Server {
 
     /// Where the REST API listens.
     pub fn http_addr(&self) -> SocketAddr {
-        self.http.local_addr().expect("a bound listener has an address")
+        self.http
+            .local_addr()
+            .expect("a bound listener has an address")
     }
 
     /// Where Flight SQL listens, if it does.

@@ -35,7 +35,6 @@ use crate::freshness::{Diff, Fingerprinter, Freshness};
 use crate::functions::MaterializedViewsFunction;
 use crate::incremental::{self, Pin, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;
-pub use describe::{ColumnDescription, ViewDescription};
 use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
 use crate::spec::{
     DEFINITION_FORMAT, Definition, Index, QualifiedName, RelationEntry, RelationKind, Snapshot,
@@ -46,6 +45,7 @@ use crate::sql::{
     parse_sql_with_text, without_secret_options,
 };
 use crate::table::{MaterializedViewTable, UnreadableFile};
+pub use describe::{ColumnDescription, ViewDescription};
 
 // One module per statement; each adds methods to `MatviewSession`.
 mod create;

@@ -1814,7 +1814,10 @@ fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::V
     let (head, mut payload) = response.split_once("\r\n\r\n").expect("an HTTP answer");
     let status = head[9..12].parse().unwrap();
     let decoded;
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         let mut out = String::new();
         while let Some((size, rest)) = payload.split_once("\r\n") {
             let size = usize::from_str_radix(size.trim(), 16).unwrap();
@@ -1859,7 +1862,13 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
          FROM orders GROUP BY region",
     ]);
     let mut child = dir
-        .command(&["serve", "--http", "127.0.0.1:0", "--flight-sql", "127.0.0.1:0"])
+        .command(&[
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--flight-sql",
+            "127.0.0.1:0",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1868,21 +1877,42 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
     let mut banner = vec![];
     while banner.len() < 3 {
         let mut line = String::new();
-        assert!(stdout.read_line(&mut line).unwrap() > 0, "dfmv serve ended: {banner:?}");
+        assert!(
+            stdout.read_line(&mut line).unwrap() > 0,
+            "dfmv serve ended: {banner:?}"
+        );
         banner.push(line.trim_end().to_owned());
     }
     let catalog = dir.join("catalog");
-    assert_eq!(banner[0], format!("dfmv serve: catalog {}", catalog.display()));
-    let addr = banner[1].strip_prefix("REST on http://").expect("the REST address").to_owned();
-    assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"), "{addr}");
-    assert!(banner[2].starts_with("Flight SQL on grpc://127.0.0.1:"), "{banner:?}");
+    assert_eq!(
+        banner[0],
+        format!("dfmv serve: catalog {}", catalog.display())
+    );
+    let addr = banner[1]
+        .strip_prefix("REST on http://")
+        .expect("the REST address")
+        .to_owned();
+    assert!(
+        addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"),
+        "{addr}"
+    );
+    assert!(
+        banner[2].starts_with("Flight SQL on grpc://127.0.0.1:"),
+        "{banner:?}"
+    );
 
-    assert_eq!(http(&addr, "GET", "/healthz", ""), (200, serde_json::json!({ "status": "ok" })));
+    assert_eq!(
+        http(&addr, "GET", "/healthz", ""),
+        (200, serde_json::json!({ "status": "ok" }))
+    );
     // The remembered table and view are there.
     let query = r#"{"sql": "SELECT * FROM totals ORDER BY region"}"#;
     assert_eq!(
         http(&addr, "POST", "/v1/sql", query),
-        (200, serde_json::json!([{ "region": "north", "total": 12 }, { "region": "south", "total": 5 }]))
+        (
+            200,
+            serde_json::json!([{ "region": "north", "total": 12 }, { "region": "south", "total": 5 }])
+        )
     );
     // A source change, a refresh job, its typed result.
     dir.write("src/feb.csv", "region,amount\neast,7\nnorth,1\n");
@@ -1903,8 +1933,7 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
     let (status, error) = http(&addr, "POST", "/v1/materialized_view/nope/describe", "");
     assert_eq!(status, 404);
     assert_eq!(
-        error["error"],
-        "materialized view \"nope\" does not exist",
+        error["error"], "materialized view \"nope\" does not exist",
         "{error}"
     );
 
@@ -1926,7 +1955,10 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
             format!("{} {} {}", fields[1], fields[2], fields[3])
         })
         .collect();
-    let polls = logged.iter().filter(|l| l.as_str() == "POST /v1/jobs/describe 200").count();
+    let polls = logged
+        .iter()
+        .filter(|l| l.as_str() == "POST /v1/jobs/describe 200")
+        .count();
     assert!(polls >= 1);
     let others: Vec<&str> = logged
         .iter()

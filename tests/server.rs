@@ -107,7 +107,11 @@ impl TestServer {
     }
 
     async fn get(&self, path: &str) -> (StatusCode, Value) {
-        let response = self.request(reqwest::Method::GET, path).send().await.unwrap();
+        let response = self
+            .request(reqwest::Method::GET, path)
+            .send()
+            .await
+            .unwrap();
         let status = response.status();
         (status, response.json().await.unwrap_or(Value::Null))
     }
@@ -115,7 +119,9 @@ impl TestServer {
     /// The job's description once it has finished.
     async fn wait(&self, job_id: &str) -> Value {
         for _ in 0..2000 {
-            let (status, job) = self.post("/v1/jobs/describe", json!({ "job_id": job_id })).await;
+            let (status, job) = self
+                .post("/v1/jobs/describe", json!({ "job_id": job_id }))
+                .await;
             assert_eq!(status, StatusCode::OK, "{job}");
             if job["job_state"] != "IN_PROGRESS" {
                 return job;
@@ -178,7 +184,9 @@ fn rest_only() -> ServerOptions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_create_describe_query_refresh_list_and_drop() {
     let server = TestServer::start(rest_only()).await;
-    let (status, _) = server.post("/v1/sql", json!({ "sql": "CREATE SCHEMA analytics" })).await;
+    let (status, _) = server
+        .post("/v1/sql", json!({ "sql": "CREATE SCHEMA analytics" }))
+        .await;
     assert_eq!(status, StatusCode::OK);
 
     // CREATE runs its population as a job.
@@ -216,7 +224,9 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     );
     assert!(view["query"].as_str().unwrap().contains("GROUP BY region"));
     assert_eq!(
-        server.rows("SELECT * FROM analytics.totals ORDER BY region").await,
+        server
+            .rows("SELECT * FROM analytics.totals ORDER BY region")
+            .await,
         json!([{ "region": "north", "n": 2, "total": 12 }, { "region": "south", "n": 1, "total": 5 }])
     );
 
@@ -233,8 +243,12 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
         .await;
     assert_eq!(view["freshness"], "stale");
     assert_eq!(view["changed_sources"], json!(["orders"]));
-    let (s1, first) = server.post("/v1/materialized_view/analytics$totals/refresh", json!({})).await;
-    let (s2, second) = server.post("/v1/materialized_view/analytics$totals/refresh", json!({})).await;
+    let (s1, first) = server
+        .post("/v1/materialized_view/analytics$totals/refresh", json!({}))
+        .await;
+    let (s2, second) = server
+        .post("/v1/materialized_view/analytics$totals/refresh", json!({}))
+        .await;
     assert_eq!((s1, s2), (StatusCode::ACCEPTED, StatusCode::ACCEPTED));
     let first = server.wait(first["job_id"].as_str().unwrap()).await;
     let second = server.wait(second["job_id"].as_str().unwrap()).await;
@@ -254,12 +268,17 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(second["result"]["mode"], "no_op", "{second}");
     assert_eq!(second["result"]["version"], 2);
     assert_eq!(
-        server.rows("SELECT * FROM analytics.totals ORDER BY region").await,
+        server
+            .rows("SELECT * FROM analytics.totals ORDER BY region")
+            .await,
         json!([{ "region": "east", "n": 1, "total": 7 }, { "region": "north", "n": 3, "total": 13 },
                { "region": "south", "n": 1, "total": 5 }])
     );
     let full = server
-        .job("/v1/materialized_view/analytics$totals/refresh", json!({ "full": true }))
+        .job(
+            "/v1/materialized_view/analytics$totals/refresh",
+            json!({ "full": true }),
+        )
         .await;
     assert_eq!(full["mode"], "full");
     assert_eq!(full["rows_written"], 3);
@@ -269,7 +288,10 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(page["jobs"].as_array().unwrap().len(), 2);
     assert_eq!(page["jobs"][0]["result"]["mode"], "full");
     let (_, rest) = server
-        .post("/v1/jobs/list", json!({ "limit": 10, "page_token": page["page_token"] }))
+        .post(
+            "/v1/jobs/list",
+            json!({ "limit": 10, "page_token": page["page_token"] }),
+        )
         .await;
     assert_eq!(rest["jobs"].as_array().unwrap().len(), 2);
     assert_eq!(rest["jobs"][1]["job_type"], "CREATE_MATERIALIZED_VIEW");
@@ -294,7 +316,9 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
         .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(page["views"], json!(["v1", "v2"]));
-    let (status, _) = server.post("/v1/materialized_view/v1/drop", json!({})).await;
+    let (status, _) = server
+        .post("/v1/materialized_view/v1/drop", json!({}))
+        .await;
     assert_eq!(status, StatusCode::OK);
     server
         .post(
@@ -304,12 +328,16 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
         .await;
     let token = page["page_token"].as_str().unwrap();
     let (_, page) = server
-        .get(&format!("/v1/namespace/public/materialized_view/list?limit=2&page_token={token}"))
+        .get(&format!(
+            "/v1/namespace/public/materialized_view/list?limit=2&page_token={token}"
+        ))
         .await;
     assert_eq!(page["views"], json!(["v3", "v4"]));
     let token = page["page_token"].as_str().unwrap();
     let (_, page) = server
-        .get(&format!("/v1/namespace/public/materialized_view/list?limit=2&page_token={token}"))
+        .get(&format!(
+            "/v1/namespace/public/materialized_view/list?limit=2&page_token={token}"
+        ))
         .await;
     assert_eq!(page["views"], json!(["v5"]));
     assert_eq!(page["page_token"], Value::Null);
@@ -317,12 +345,21 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     let (_, all) = server.get("/v1/namespace/$/materialized_view/list").await;
     assert_eq!(
         all["views"],
-        json!(["datafusion$analytics$totals", "datafusion$public$v0", "datafusion$public$v2",
-               "datafusion$public$v3", "datafusion$public$v4", "datafusion$public$v5"])
+        json!([
+            "datafusion$analytics$totals",
+            "datafusion$public$v0",
+            "datafusion$public$v2",
+            "datafusion$public$v3",
+            "datafusion$public$v4",
+            "datafusion$public$v5"
+        ])
     );
     // Another delimiter.
     let (status, view) = server
-        .post("/v1/materialized_view/analytics.totals/describe?delimiter=.", json!({}))
+        .post(
+            "/v1/materialized_view/analytics.totals/describe?delimiter=.",
+            json!({}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{view}");
     assert_eq!(view["id"], "datafusion.analytics.totals");
@@ -358,16 +395,22 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     );
     let bytes = response.bytes().await.unwrap();
     let reader =
-        datafusion::arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+        datafusion::arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)
+            .unwrap();
     let batches: Vec<RecordBatch> = reader.collect::<Result<_, _>>().unwrap();
-    assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 42);
+    assert_eq!(
+        batches[0].column(0).as_primitive::<Int64Type>().value(0),
+        42
+    );
 
     let dir = server.stop().await;
     // A new process finds what the server left.
-    let session =
-        MatviewSession::open(SessionContext::new(), dir.path().join("catalog").to_str().unwrap())
-            .await
-            .unwrap();
+    let session = MatviewSession::open(
+        SessionContext::new(),
+        dir.path().join("catalog").to_str().unwrap(),
+    )
+    .await
+    .unwrap();
     let names: Vec<String> = session
         .list_views(None, None, 100)
         .await
@@ -401,12 +444,22 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
             .send()
     };
     // Bad JSON, an unknown field, a missing one.
-    for body in ["{\"query\": ", "{\"query\": \"SELECT 1\", \"colour\": 1}", "{}"] {
+    for body in [
+        "{\"query\": ",
+        "{\"query\": \"SELECT 1\", \"colour\": 1}",
+        "{}",
+    ] {
         let response = raw(body).await.unwrap();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
         let error: Value = response.json().await.unwrap();
         assert_eq!(error["code"], "invalid_request");
-        assert!(error["error"].as_str().unwrap().starts_with("invalid JSON body: "), "{error}");
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid JSON body: "),
+            "{error}"
+        );
     }
     // A huge body.
     let huge = format!("{{\"query\": \"SELECT '{}'\"}}", "x".repeat(10_000));
@@ -425,18 +478,33 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
     // parser resolves it, as every HTTP client does.)
     for id in ["a$..", "..$b", "a%2Fb", "a$$b", "a$b$c$d"] {
         let (status, error) = server
-            .post(&format!("/v1/materialized_view/{id}/create"), json!({ "query": "SELECT 1" }))
+            .post(
+                &format!("/v1/materialized_view/{id}/create"),
+                json!({ "query": "SELECT 1" }),
+            )
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{id}: {error}");
-        assert!(error["error"].as_str().unwrap().starts_with("invalid identifier"), "{error}");
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid identifier"),
+            "{error}"
+        );
     }
     // A query that does not plan, one that is not a query, a name taken.
     let (status, error) = server
-        .post("/v1/materialized_view/w/create", json!({ "query": "SELECT nope FROM orders" }))
+        .post(
+            "/v1/materialized_view/w/create",
+            json!({ "query": "SELECT nope FROM orders" }),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(
-        error["error"].as_str().unwrap().contains("No field named nope"),
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("No field named nope"),
         "{error}"
     );
     let (status, error) = server
@@ -447,7 +515,10 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
     let (status, error) = server
-        .post("/v1/materialized_view/v/create", json!({ "query": "SELECT 1" }))
+        .post(
+            "/v1/materialized_view/v/create",
+            json!({ "query": "SELECT 1" }),
+        )
         .await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(error["error"], "relation \"v\" already exists");
@@ -457,11 +528,16 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
     let (status, error) = server
-        .post("/v1/materialized_view/v/refresh", json!({ "source_version": 3 }))
+        .post(
+            "/v1/materialized_view/v/refresh",
+            json!({ "source_version": 3 }),
+        )
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(error["code"], "feature_not_supported");
-    let (status, error) = server.post("/v1/materialized_view/orders/drop", json!({})).await;
+    let (status, error) = server
+        .post("/v1/materialized_view/orders/drop", json!({}))
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
     assert_eq!(error["code"], "wrong_object_type");
     assert_eq!(error["detail"], "HINT: Use DROP TABLE to remove a table.");
@@ -469,9 +545,13 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         .post("/v1/jobs/describe", json!({ "job_id": "no-such-job" }))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = server.get("/v1/namespace/nowhere/materialized_view/list").await;
+    let (status, _) = server
+        .get("/v1/namespace/nowhere/materialized_view/list")
+        .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = server.get("/v1/namespace/public/materialized_view/list?page_token=zz").await;
+    let (status, _) = server
+        .get("/v1/namespace/public/materialized_view/list?page_token=zz")
+        .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, error) = server.post("/v1/sql", json!({ "sql": "SELEC 1" })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
@@ -479,7 +559,11 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
     let (status, _) = server.get("/v1/nothing").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    assert_eq!(server.catalog_files(), before, "an error changed the catalog");
+    assert_eq!(
+        server.catalog_files(),
+        before,
+        "an error changed the catalog"
+    );
     let (_, openapi) = server.get("/openapi.json").await;
     assert_eq!(openapi["openapi"], "3.1.0");
     assert!(openapi["paths"]["/v1/materialized_view/{id}/refresh"]["post"].is_object());
@@ -503,7 +587,10 @@ async fn rest_token_is_required_but_not_for_healthz() {
     let (status, _) = server.get("/v1/namespace/$/materialized_view/list").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let (status, health) = server.get("/healthz").await;
-    assert_eq!((status, health), (StatusCode::OK, json!({ "status": "ok" })));
+    assert_eq!(
+        (status, health),
+        (StatusCode::OK, json!({ "status": "ok" }))
+    );
     server.stop().await;
 }
 
@@ -525,20 +612,33 @@ async fn rest_cancel_of_a_long_refresh_keeps_the_old_data() {
     server
         .rows("INSERT INTO big SELECT * FROM generate_series(11, 3000)")
         .await;
-    let (_, before) = server.post("/v1/materialized_view/slow/describe", json!({})).await;
-    let (status, job) = server.post("/v1/materialized_view/slow/refresh", json!({})).await;
+    let (_, before) = server
+        .post("/v1/materialized_view/slow/describe", json!({}))
+        .await;
+    let (status, job) = server
+        .post("/v1/materialized_view/slow/refresh", json!({}))
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (status, cancelled) = server.post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] })).await;
+    let (status, cancelled) = server
+        .post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] }))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(cancelled["job_state"], "CANCELLED", "{cancelled}");
     assert_eq!(cancelled["result"]["started"], true);
     assert_eq!(cancelled["result"]["view_version_after"], 1);
-    let (_, after) = server.post("/v1/materialized_view/slow/describe", json!({})).await;
+    let (_, after) = server
+        .post("/v1/materialized_view/slow/describe", json!({}))
+        .await;
     assert_eq!(after["version"], before["version"]);
-    assert_eq!(server.rows("SELECT n FROM slow").await, json!([{ "n": 35750 }]));
+    assert_eq!(
+        server.rows("SELECT n FROM slow").await,
+        json!([{ "n": 35750 }])
+    );
     // Cancelling again answers the same state.
-    let (_, again) = server.post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] })).await;
+    let (_, again) = server
+        .post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] }))
+        .await;
     assert_eq!(again["job_state"], "CANCELLED");
     server.stop().await;
 }
@@ -575,10 +675,13 @@ fn strings(batches: &[RecordBatch], column: &str) -> Vec<String> {
         .iter()
         .flat_map(|b| {
             let c = b.column_by_name(column).unwrap();
-            let c = datafusion::arrow::compute::cast(c, &datafusion::arrow::datatypes::DataType::Utf8)
-                .unwrap();
+            let c =
+                datafusion::arrow::compute::cast(c, &datafusion::arrow::datatypes::DataType::Utf8)
+                    .unwrap();
             let c = c.as_string::<i32>().clone();
-            (0..c.len()).map(move |i| c.value(i).to_string()).collect::<Vec<_>>()
+            (0..c.len())
+                .map(move |i| c.value(i).to_string())
+                .collect::<Vec<_>>()
         })
         .collect()
 }
@@ -603,11 +706,19 @@ async fn flight_sql_creates_refreshes_queries_and_lists_views() {
     .await;
     assert_eq!(strings(&created, "action"), ["created"]);
     assert_eq!(strings(&created, "rows_written"), ["2"]);
-    let rows = query(&mut client, "SELECT region, total FROM totals ORDER BY region").await;
+    let rows = query(
+        &mut client,
+        "SELECT region, total FROM totals ORDER BY region",
+    )
+    .await;
     assert_eq!(strings(&rows, "region"), ["north", "south"]);
     assert_eq!(strings(&rows, "total"), ["12", "5"]);
 
-    std::fs::write(server.dir.path().join("src/feb.csv"), "region,amount\neast,7\n").unwrap();
+    std::fs::write(
+        server.dir.path().join("src/feb.csv"),
+        "region,amount\neast,7\n",
+    )
+    .unwrap();
     let refreshed = query(&mut client, "REFRESH MATERIALIZED VIEW totals").await;
     assert_eq!(strings(&refreshed, "mode"), ["incremental"]);
     let rows = query(&mut client, "SELECT region FROM totals ORDER BY region").await;
@@ -621,7 +732,10 @@ async fn flight_sql_creates_refreshes_queries_and_lists_views() {
 
     // A prepared query with a parameter.
     let mut prepared = client
-        .prepare("SELECT region FROM totals WHERE total > $1 ORDER BY region".into(), None)
+        .prepare(
+            "SELECT region FROM totals WHERE total > $1 ORDER BY region".into(),
+            None,
+        )
         .await
         .unwrap();
     let parameters = prepared.parameter_schema().unwrap().clone();
@@ -632,7 +746,11 @@ async fn flight_sql_creates_refreshes_queries_and_lists_views() {
         .set_parameters(
             RecordBatch::try_new(
                 std::sync::Arc::new(datafusion::arrow::datatypes::Schema::new(vec![
-                    datafusion::arrow::datatypes::Field::new("$1", datafusion::arrow::datatypes::DataType::Int64, true),
+                    datafusion::arrow::datatypes::Field::new(
+                        "$1",
+                        datafusion::arrow::datatypes::DataType::Int64,
+                        true,
+                    ),
                 ])),
                 vec![value],
             )
@@ -646,7 +764,10 @@ async fn flight_sql_creates_refreshes_queries_and_lists_views() {
 
     // Metadata: the view is a table of the catalog, of type MATERIALIZED VIEW.
     let info = client.get_catalogs().await.unwrap();
-    assert_eq!(strings(&fetch(&mut client, info).await, "catalog_name"), ["datafusion"]);
+    assert_eq!(
+        strings(&fetch(&mut client, info).await, "catalog_name"),
+        ["datafusion"]
+    );
     let info = client
         .get_db_schemas(CommandGetDbSchemas {
             catalog: Some("datafusion".into()),
@@ -654,7 +775,9 @@ async fn flight_sql_creates_refreshes_queries_and_lists_views() {
         })
         .await
         .unwrap();
-    assert!(strings(&fetch(&mut client, info).await, "db_schema_name").contains(&"public".to_string()));
+    assert!(
+        strings(&fetch(&mut client, info).await, "db_schema_name").contains(&"public".to_string())
+    );
     let info = client
         .get_tables(CommandGetTables {
             catalog: Some("datafusion".into()),
@@ -669,12 +792,24 @@ async fn flight_sql_creates_refreshes_queries_and_lists_views() {
     let names = strings(&tables, "table_name");
     let types = strings(&tables, "table_type");
     let listed: Vec<(String, String)> = names.into_iter().zip(types).collect();
-    assert!(listed.contains(&("totals".into(), "MATERIALIZED VIEW".into())), "{listed:?}");
-    assert!(listed.contains(&("orders".into(), "TABLE".into())), "{listed:?}");
+    assert!(
+        listed.contains(&("totals".into(), "MATERIALIZED VIEW".into())),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&("orders".into(), "TABLE".into())),
+        "{listed:?}"
+    );
     let info = client.get_table_types().await.unwrap();
-    assert!(strings(&fetch(&mut client, info).await, "table_type").contains(&"MATERIALIZED VIEW".to_string()));
+    assert!(
+        strings(&fetch(&mut client, info).await, "table_type")
+            .contains(&"MATERIALIZED VIEW".to_string())
+    );
     let info = client
-        .get_sql_info(vec![SqlInfo::FlightSqlServerName, SqlInfo::FlightSqlServerVersion])
+        .get_sql_info(vec![
+            SqlInfo::FlightSqlServerName,
+            SqlInfo::FlightSqlServerVersion,
+        ])
         .await
         .unwrap();
     let info = fetch(&mut client, info).await;
@@ -691,7 +826,9 @@ async fn flight_sql_creates_refreshes_queries_and_lists_views() {
     assert!(error.contains("missing"), "{error}");
 
     // The REST API sees what Flight SQL made.
-    let (_, view) = server.post("/v1/materialized_view/totals/describe", json!({})).await;
+    let (_, view) = server
+        .post("/v1/materialized_view/totals/describe", json!({}))
+        .await;
     assert_eq!(view["version"], 3);
     server.stop().await;
 }
@@ -712,7 +849,10 @@ async fn flight_sql_requires_the_token_and_hands_it_out_on_handshake() {
     assert_eq!(strings(&rows, "one"), ["1"]);
     let mut bearer = flight_client(server.flight.unwrap()).await;
     bearer.set_header("authorization", "Bearer s3cret");
-    assert_eq!(strings(&query(&mut bearer, "SELECT 2 AS two").await, "two"), ["2"]);
+    assert_eq!(
+        strings(&query(&mut bearer, "SELECT 2 AS two").await, "two"),
+        ["2"]
+    );
     server.stop().await;
 }
 
@@ -743,7 +883,7 @@ enum Owned {
 /// the view's version counts them all); every view a client owns is where
 /// its last acknowledged statement left it; the catalog opens clean after.
 /// Prints requests per second and latencies (the README's numbers come
-/// from `cargo test --release --test server load -- --nocapture`).
+/// from `cargo test --test server load -- --nocapture`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_8_clients_200_requests_two_servers_one_catalog() {
     const CLIENTS: usize = 8;
@@ -756,7 +896,10 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
     let b = TestServer::start_in(Arc::clone(&a.dir), options()).await;
     let shared_query = "SELECT x, x % 7 AS g FROM generate_series(1, 1000) AS t(x)";
     let created = a
-        .job("/v1/materialized_view/shared/create", json!({ "query": shared_query }))
+        .job(
+            "/v1/materialized_view/shared/create",
+            json!({ "query": shared_query }),
+        )
         .await;
     let first_version = created["version"].as_u64().unwrap();
     let servers = Arc::new([a, b]);
@@ -780,7 +923,10 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                     (0, Owned::Absent) => {
                         let query = format!("SELECT x FROM generate_series(1, {}) AS t(x)", n(k));
                         let (status, job) = server
-                            .post(&format!("/v1/materialized_view/{view}/create"), json!({ "query": query }))
+                            .post(
+                                &format!("/v1/materialized_view/{view}/create"),
+                                json!({ "query": query }),
+                            )
                             .await;
                         assert_eq!(status, StatusCode::ACCEPTED, "{job}");
                         let id = job["job_id"].as_str().unwrap().to_owned();
@@ -792,9 +938,16 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                     (0 | 6, _) | (1, _) => {
                         // A full refresh of the shared view (or of the
                         // client's own when it has one, at 6).
-                        let target = if j % 8 == 6 && owned[k] == Owned::Present { view.as_str() } else { "shared" };
+                        let target = if j % 8 == 6 && owned[k] == Owned::Present {
+                            view.as_str()
+                        } else {
+                            "shared"
+                        };
                         let (status, job) = server
-                            .post(&format!("/v1/materialized_view/{target}/refresh"), json!({ "full": true }))
+                            .post(
+                                &format!("/v1/materialized_view/{target}/refresh"),
+                                json!({ "full": true }),
+                            )
                             .await;
                         assert_eq!(status, StatusCode::ACCEPTED, "{job}");
                         let id = job["job_id"].as_str().unwrap().to_owned();
@@ -807,10 +960,14 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                     (2 | 5, state) => {
                         // The shared view, or the client's own once it is known to be there.
                         if state == Owned::Present && j % 8 == 5 {
-                            let rows = server.rows(&format!("SELECT count(*) AS n FROM {view}")).await;
+                            let rows = server
+                                .rows(&format!("SELECT count(*) AS n FROM {view}"))
+                                .await;
                             assert_eq!(rows, json!([{ "n": n(k) }]));
                         } else {
-                            let rows = server.rows("SELECT count(*) AS n, sum(g) AS s FROM shared").await;
+                            let rows = server
+                                .rows("SELECT count(*) AS n, sum(g) AS s FROM shared")
+                                .await;
                             assert_eq!(rows, json!([{ "n": 1000, "s": 3003 }]));
                         }
                         "query"
@@ -831,9 +988,8 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                         "describe"
                     }
                     (7, Owned::Absent) => {
-                        let (status, _) = server
-                            .post("/v1/jobs/list", json!({ "limit": 10 }))
-                            .await;
+                        let (status, _) =
+                            server.post("/v1/jobs/list", json!({ "limit": 10 })).await;
                         assert_eq!(status, StatusCode::OK);
                         "jobs list"
                     }
@@ -842,7 +998,11 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                         let mut present = owned[k] == Owned::Present;
                         for id in pending[k].drain(..) {
                             let job = server.wait(&id).await;
-                            if log.jobs.iter().any(|(j, kind, _)| *j == id && *kind == "create") {
+                            if log
+                                .jobs
+                                .iter()
+                                .any(|(j, kind, _)| *j == id && *kind == "create")
+                            {
                                 present = job["job_state"] == "DONE";
                             }
                         }
@@ -866,7 +1026,11 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                 if owned[k] == Owned::Creating && j % 8 == 4 {
                     let id = pending[k].remove(0);
                     let job = server.wait(&id).await;
-                    owned[k] = if job["job_state"] == "DONE" { Owned::Present } else { Owned::Absent };
+                    owned[k] = if job["job_state"] == "DONE" {
+                        Owned::Present
+                    } else {
+                        Owned::Absent
+                    };
                 }
             }
             // Settle every job the client still has running.
@@ -874,7 +1038,11 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                 for id in ids.drain(..) {
                     let job = server.wait(&id).await;
                     if owned[k] == Owned::Creating {
-                        owned[k] = if job["job_state"] == "DONE" { Owned::Present } else { Owned::Absent };
+                        owned[k] = if job["job_state"] == "DONE" {
+                            Owned::Present
+                        } else {
+                            Owned::Absent
+                        };
                     }
                 }
             }
@@ -909,7 +1077,11 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                     if job["failure"]["phase"] == "commit" {
                         assert_eq!(job["failure"]["retryable"], true, "{job}");
                     }
-                    let reason = format!("{kind} {}: {}", job["failure"]["phase"], message.split(':').next().unwrap());
+                    let reason = format!(
+                        "{kind} {}: {}",
+                        job["failure"]["phase"],
+                        message.split(':').next().unwrap()
+                    );
                     *reasons.entry(reason).or_default() += 1;
                 }
                 other => panic!("job {id} ended {other}: {job}"),
@@ -921,15 +1093,30 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
     let refreshes = shared_versions.len() as u64;
     shared_versions.sort_unstable();
     shared_versions.dedup();
-    assert_eq!(shared_versions.len() as u64, refreshes, "two refreshes claim one version");
-    let (_, shared) = servers[1].post("/v1/materialized_view/shared/describe", json!({})).await;
-    assert_eq!(shared["version"].as_u64().unwrap(), first_version + refreshes, "{shared}");
+    assert_eq!(
+        shared_versions.len() as u64,
+        refreshes,
+        "two refreshes claim one version"
+    );
+    let (_, shared) = servers[1]
+        .post("/v1/materialized_view/shared/describe", json!({}))
+        .await;
+    assert_eq!(
+        shared["version"].as_u64().unwrap(),
+        first_version + refreshes,
+        "{shared}"
+    );
 
     // Each client's views are where it left them.
     let (_, listed) = servers[0]
         .get("/v1/namespace/public/materialized_view/list?limit=1000")
         .await;
-    let listed: Vec<&str> = listed["views"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let listed: Vec<&str> = listed["views"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     let mut expected = vec!["shared".to_owned()];
     for (c, (_, owned)) in logs.iter().enumerate() {
         for (k, state) in owned.iter().enumerate() {
@@ -943,9 +1130,13 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
     assert_eq!(listed, expected);
 
     // The numbers.
-    let mut all: Vec<Duration> = logs.iter().flat_map(|(l, _)| l.latencies.iter().map(|(_, d)| *d)).collect();
+    let mut all: Vec<Duration> = logs
+        .iter()
+        .flat_map(|(l, _)| l.latencies.iter().map(|(_, d)| *d))
+        .collect();
     assert_eq!(all.len(), CLIENTS * REQUESTS);
-    let quantile = |sorted: &[Duration], q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+    let quantile =
+        |sorted: &[Duration], q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
     all.sort_unstable();
     println!(
         "load: {} requests from {CLIENTS} clients on 2 servers in {:.2} s: {:.0} requests/s; \
@@ -959,10 +1150,23 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
     for (reason, count) in &reasons {
         println!("  FAILED {count:>3}: {reason}");
     }
-    for kind in ["create", "refresh", "query", "list", "describe", "jobs list", "drop"] {
+    for kind in [
+        "create",
+        "refresh",
+        "query",
+        "list",
+        "describe",
+        "jobs list",
+        "drop",
+    ] {
         let mut these: Vec<Duration> = logs
             .iter()
-            .flat_map(|(l, _)| l.latencies.iter().filter(|(k, _)| *k == kind).map(|(_, d)| *d))
+            .flat_map(|(l, _)| {
+                l.latencies
+                    .iter()
+                    .filter(|(k, _)| *k == kind)
+                    .map(|(_, d)| *d)
+            })
             .collect();
         these.sort_unstable();
         if !these.is_empty() {
@@ -979,10 +1183,12 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
     let [a, b] = Arc::into_inner(servers).unwrap();
     b.stop().await;
     let dir = a.stop().await;
-    let session =
-        MatviewSession::open(SessionContext::new(), dir.path().join("catalog").to_str().unwrap())
-            .await
-            .unwrap();
+    let session = MatviewSession::open(
+        SessionContext::new(),
+        dir.path().join("catalog").to_str().unwrap(),
+    )
+    .await
+    .unwrap();
     let batches = session
         .sql("SELECT count(*) AS n, sum(g) AS s FROM shared")
         .await
@@ -990,7 +1196,10 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
         .collect()
         .await
         .unwrap();
-    assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 1000);
+    assert_eq!(
+        batches[0].column(0).as_primitive::<Int64Type>().value(0),
+        1000
+    );
     let names = session.list_views(None, None, 1000).await.unwrap();
     assert_eq!(names.len(), expected.len());
 }

@@ -99,7 +99,11 @@ fn classify(e: &Error) -> (StatusCode, &'static str, bool) {
         | Error::ZeroLengthIdentifier
         | Error::InvalidCharacter { .. }
         | Error::UnsupportedDefinition { .. }
-        | Error::ColumnsMismatch { .. } => (S::BAD_REQUEST, "syntax_error_or_access_rule_violation", false),
+        | Error::ColumnsMismatch { .. } => (
+            S::BAD_REQUEST,
+            "syntax_error_or_access_rule_violation",
+            false,
+        ),
         Error::NotSupported(_) => (S::BAD_REQUEST, "feature_not_supported", false),
         Error::ReadOnly { .. } | Error::ReadOnlyCatalog { .. } => {
             (S::FORBIDDEN, "read_only_sql_transaction", false)
@@ -168,7 +172,10 @@ mod tests {
             Some("HINT: Use the REFRESH MATERIALIZED VIEW command.")
         );
         let e = ApiError::from(Error::NotFound { name: "v".into() });
-        assert_eq!((e.status, e.code), (StatusCode::NOT_FOUND, "undefined_table"));
+        assert_eq!(
+            (e.status, e.code),
+            (StatusCode::NOT_FOUND, "undefined_table")
+        );
         let e = ApiError::from(Error::CommitConflict {
             name: "v".into(),
             reason: "refreshed".into(),

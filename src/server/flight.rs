@@ -40,7 +40,7 @@ use arrow_flight::{
 };
 use axum::http::StatusCode;
 use base64::Engine;
-use datafusion::arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array, Int64Array};
+use datafusion::arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::common::{ParamValues, ScalarValue};
@@ -124,8 +124,8 @@ pub(crate) async fn serve(
     stop: CancellationToken,
 ) -> Result<()> {
     let log = shared.options.log_requests;
-    let service = FlightServiceServer::new(FlightSql::new(shared))
-        .max_decoding_message_size(64 << 20);
+    let service =
+        FlightServiceServer::new(FlightSql::new(shared)).max_decoding_message_size(64 << 20);
     tonic::transport::Server::builder()
         .layer(tower::layer::layer_fn(move |inner| Logged { inner, log }))
         .add_service(service)
@@ -157,7 +157,8 @@ pub struct FlightSql {
     prepared: Mutex<HashMap<String, Prepared>>,
 }
 
-type DoGetStream = Pin<Box<dyn Stream<Item = std::result::Result<arrow_flight::FlightData, Status>> + Send>>;
+type DoGetStream =
+    Pin<Box<dyn Stream<Item = std::result::Result<arrow_flight::FlightData, Status>> + Send>>;
 
 static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     let mut builder = SqlInfoDataBuilder::new();
@@ -170,7 +171,9 @@ static SQL_INFO: LazyLock<SqlInfoData> = LazyLock::new(|| {
     builder.append(SqlInfo::FlightSqlServerTransaction, 0i32);
     builder.append(SqlInfo::FlightSqlServerCancel, false);
     builder.append(SqlInfo::SqlIdentifierQuoteChar, "\"");
-    builder.build().expect("the server's SQL info is well formed")
+    builder
+        .build()
+        .expect("the server's SQL info is well formed")
 });
 
 /// The table types `GetTables` reports.
@@ -203,7 +206,11 @@ fn ticket_for(handle: String) -> Ticket {
     Ticket::new(ticket.as_any().encode_to_vec())
 }
 
-fn info(schema: &Schema, ticket: Ticket, descriptor: FlightDescriptor) -> std::result::Result<FlightInfo, Status> {
+fn info(
+    schema: &Schema,
+    ticket: Ticket,
+    descriptor: FlightDescriptor,
+) -> std::result::Result<FlightInfo, Status> {
     Ok(FlightInfo::new()
         .try_with_schema(schema)
         .map_err(internal)?
@@ -219,7 +226,9 @@ fn stream_batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> Response<DoGe
     Response::new(Box::pin(stream))
 }
 
-fn one_batch(batch: std::result::Result<RecordBatch, impl std::fmt::Display>) -> std::result::Result<Response<DoGetStream>, Status> {
+fn one_batch(
+    batch: std::result::Result<RecordBatch, impl std::fmt::Display>,
+) -> std::result::Result<Response<DoGetStream>, Status> {
     let batch = batch.map_err(internal)?;
     Ok(stream_batches(batch.schema(), vec![batch]))
 }
@@ -315,7 +324,9 @@ impl FlightSqlService for FlightSql {
         &self,
         request: Request<Streaming<HandshakeRequest>>,
     ) -> std::result::Result<
-        Response<Pin<Box<dyn Stream<Item = std::result::Result<HandshakeResponse, Status>> + Send>>>,
+        Response<
+            Pin<Box<dyn Stream<Item = std::result::Result<HandshakeResponse, Status>> + Send>>,
+        >,
         Status,
     > {
         let header = request
@@ -382,7 +393,9 @@ impl FlightSqlService for FlightSql {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&handle)
             .map(|(df, _)| df)
-            .ok_or_else(|| Status::not_found("unknown or already fetched ticket: run the statement again"))?;
+            .ok_or_else(|| {
+                Status::not_found("unknown or already fetched ticket: run the statement again")
+            })?;
         let schema = Arc::new(df.schema().as_arrow().clone());
         let stream = df
             .execute_stream()
@@ -425,7 +438,9 @@ impl FlightSqlService for FlightSql {
                 .collect();
             // `$1`, `$2`, ... in order.
             types.sort_by_key(|(name, _)| {
-                name.trim_start_matches('$').parse::<usize>().unwrap_or(usize::MAX)
+                name.trim_start_matches('$')
+                    .parse::<usize>()
+                    .unwrap_or(usize::MAX)
             });
             let parameters = Schema::new(
                 types
@@ -504,13 +519,19 @@ impl FlightSqlService for FlightSql {
             let statement = prepared
                 .get(&handle)
                 .ok_or_else(|| Status::not_found("unknown prepared statement"))?;
-            (statement.sql.clone(), statement.plan.clone(), statement.params.clone())
+            (
+                statement.sql.clone(),
+                statement.plan.clone(),
+                statement.params.clone(),
+            )
         };
         let df = match plan {
             Some(plan) => {
                 let mut df = DataFrame::new(self.shared.session.context().state(), plan);
                 if let Some(params) = params {
-                    df = df.with_param_values(params).map_err(|e| status(Error::from(e)))?;
+                    df = df
+                        .with_param_values(params)
+                        .map_err(|e| status(Error::from(e)))?;
                 }
                 df
             }
@@ -624,7 +645,10 @@ impl FlightSqlService for FlightSql {
                     let name = crate::spec::QualifiedName::new(&catalog_name, &schema_name, &table);
                     let materialized = index.view(&name).is_some();
                     let provider = if include_schema || !materialized {
-                        schema.table(&table).await.map_err(|e| status(Error::from(e)))?
+                        schema
+                            .table(&table)
+                            .await
+                            .map_err(|e| status(Error::from(e)))?
                     } else {
                         None
                     };
@@ -641,7 +665,13 @@ impl FlightSqlService for FlightSql {
                         .map(|p| p.schema())
                         .unwrap_or_else(|| Arc::new(Schema::empty()));
                     builder
-                        .append(&catalog_name, &schema_name, &table, table_type, &table_schema)
+                        .append(
+                            &catalog_name,
+                            &schema_name,
+                            &table,
+                            table_type,
+                            &table_schema,
+                        )
                         .map_err(Status::from)?;
                 }
             }
@@ -656,7 +686,11 @@ impl FlightSqlService for FlightSql {
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         self.check(request.metadata())?;
         let ticket = Ticket::new(query.as_any().encode_to_vec());
-        Ok(Response::new(info(&table_types_schema(), ticket, request.into_inner())?))
+        Ok(Response::new(info(
+            &table_types_schema(),
+            ticket,
+            request.into_inner(),
+        )?))
     }
 
     async fn do_get_table_types(
@@ -666,7 +700,10 @@ impl FlightSqlService for FlightSql {
     ) -> std::result::Result<Response<DoGetStream>, Status> {
         self.check(request.metadata())?;
         let column: ArrayRef = Arc::new(StringArray::from_iter_values(TABLE_TYPES));
-        one_batch(RecordBatch::try_new(Arc::new(table_types_schema()), vec![column]))
+        one_batch(RecordBatch::try_new(
+            Arc::new(table_types_schema()),
+            vec![column],
+        ))
     }
 
     async fn get_flight_info_sql_info(

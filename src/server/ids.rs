@@ -84,7 +84,7 @@ pub fn encode_token(key: &[String]) -> String {
 /// The position a page token stands for.
 pub fn decode_token(token: &str) -> Result<Vec<String>, ApiError> {
     let invalid = || ApiError::bad_request(format!("invalid page token \"{token}\""));
-    if token.len() % 2 != 0 || !token.is_ascii() {
+    if !token.len().is_multiple_of(2) || !token.is_ascii() {
         return Err(invalid());
     }
     let bytes = (0..token.len())
@@ -101,7 +101,10 @@ mod tests {
 
     #[test]
     fn ids_split_on_the_delimiter_and_refuse_path_like_parts() {
-        assert_eq!(parse("analytics$daily", "$").unwrap(), ["analytics", "daily"]);
+        assert_eq!(
+            parse("analytics$daily", "$").unwrap(),
+            ["analytics", "daily"]
+        );
         assert_eq!(parse("a.b", "$").unwrap(), ["a.b"]);
         assert_eq!(parse("c|s|Name", "|").unwrap(), ["c", "s", "Name"]);
         for bad in ["", "a$$b", "..", "a$..", "a/b", "a\\b", "a\nb", "a$b$c$d"] {
@@ -109,13 +112,19 @@ mod tests {
             assert_eq!(e.status, axum::http::StatusCode::BAD_REQUEST, "{bad:?}");
         }
         assert_eq!(parse_namespace("$", "$").unwrap(), None);
-        assert_eq!(parse_namespace("public", "$").unwrap(), Some(vec!["public".to_string()]));
+        assert_eq!(
+            parse_namespace("public", "$").unwrap(),
+            Some(vec!["public".to_string()])
+        );
         assert!(parse_namespace("a$b$c", "$").is_err());
     }
 
     #[test]
     fn names_are_quoted_exactly() {
-        assert_eq!(to_sql(&["s".into(), "My \"v\"".into()]), "\"s\".\"My \"\"v\"\"\"");
+        assert_eq!(
+            to_sql(&["s".into(), "My \"v\"".into()]),
+            "\"s\".\"My \"\"v\"\"\""
+        );
     }
 
     #[test]

@@ -221,7 +221,9 @@ impl Jobs {
                             .unwrap_or_default();
                         Err((
                             "execute",
-                            Error::NotSupported(format!("internal error: the job panicked: {what}")),
+                            Error::NotSupported(format!(
+                                "internal error: the job panicked: {what}"
+                            )),
                         ))
                     });
                 jobs.finish(&job_id, outcome);
@@ -293,7 +295,11 @@ impl Jobs {
             .collect();
         let more = page.len() > limit;
         page.truncate(limit);
-        let next = if more { page.last().map(|(seq, _)| *seq) } else { None };
+        let next = if more {
+            page.last().map(|(seq, _)| *seq)
+        } else {
+            None
+        };
         (page.into_iter().map(|(_, info)| info).collect(), next)
     }
 
@@ -320,7 +326,11 @@ impl Jobs {
         while abort.as_ref().is_some_and(|a| !a.is_finished()) {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let version = if started { version_of(view).await } else { None };
+        let version = if started {
+            version_of(view).await
+        } else {
+            None
+        };
         let mut table = self.table();
         let entry = table.entries.get_mut(id).ok_or_else(|| not_found(id))?;
         if entry.info.job_state == JobState::InProgress {
@@ -518,15 +528,20 @@ mod tests {
         let mut ids = vec![];
         for i in 0..3 {
             ids.push(
-                jobs.submit("T", view(&i.to_string()), Value::Null, async { Ok(Value::Null) })
-                    .unwrap(),
+                jobs.submit("T", view(&i.to_string()), Value::Null, async {
+                    Ok(Value::Null)
+                })
+                .unwrap(),
             );
         }
         for id in &ids {
             wait_done(&jobs, id).await;
         }
         let (page, next) = jobs.list(None, 2);
-        assert_eq!(page.iter().map(|j| &j.job_id).collect::<Vec<_>>(), [&ids[2], &ids[1]]);
+        assert_eq!(
+            page.iter().map(|j| &j.job_id).collect::<Vec<_>>(),
+            [&ids[2], &ids[1]]
+        );
         let (rest, end) = jobs.list(next, 2);
         assert_eq!(rest[0].job_id, ids[0]);
         assert_eq!(end, None);

@@ -59,10 +59,11 @@ pub(crate) fn router(shared: Shared) -> Router {
         .route("/openapi.json", get(openapi))
         .route_layer(middleware::from_fn_with_state(shared.clone(), authorize));
     let app = api
-        .route("/healthz", get(|| async { axum::Json(json!({"status": "ok"})) }))
-        .fallback(|| async {
-            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
-        })
+        .route(
+            "/healthz",
+            get(|| async { axum::Json(json!({"status": "ok"})) }),
+        )
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(DefaultBodyLimit::max(limit))
         .with_state(shared);
     if log {
@@ -138,7 +139,11 @@ impl IdQuery {
 }
 
 /// The view an id names, and its parts.
-fn view_name(shared: &Shared, id: &str, query: &IdQuery) -> ApiResult<(QualifiedName, Vec<String>)> {
+fn view_name(
+    shared: &Shared,
+    id: &str,
+    query: &IdQuery,
+) -> ApiResult<(QualifiedName, Vec<String>)> {
     let parts = ids::parse(id, query.delimiter())?;
     let name = shared.session.qualify_parts(&parts)?;
     Ok((name, parts))
@@ -188,16 +193,32 @@ async fn create(
     let columns = if request.columns.is_empty() {
         String::new()
     } else {
-        let quoted: Vec<String> = request.columns.iter().map(|c| ids::to_sql(&[c.clone()])).collect();
+        let quoted: Vec<String> = request
+            .columns
+            .iter()
+            .map(|c| ids::to_sql(std::slice::from_ref(c)))
+            .collect();
         format!(" ({})", quoted.join(", "))
     };
     let text = format!(
         "CREATE {}MATERIALIZED VIEW {}{}{columns} AS {}{}",
-        if request.or_replace { "OR REPLACE " } else { "" },
-        if request.if_not_exists { "IF NOT EXISTS " } else { "" },
+        if request.or_replace {
+            "OR REPLACE "
+        } else {
+            ""
+        },
+        if request.if_not_exists {
+            "IF NOT EXISTS "
+        } else {
+            ""
+        },
         ids::to_sql(&parts),
         request.query,
-        if request.with_no_data { " WITH NO DATA" } else { "" },
+        if request.with_no_data {
+            " WITH NO DATA"
+        } else {
+            ""
+        },
     );
     let (dialect, recursion_limit) = crate::sql::parser_settings(shared.session.context());
     let mut statements = crate::sql::parse_sql(&text, &dialect, recursion_limit)?;
@@ -228,19 +249,25 @@ async fn create(
         "columns": request.columns,
     });
     let session = shared.session.clone();
-    let job_id = shared.jobs.submit("CREATE_MATERIALIZED_VIEW", name, spec, async move {
-        match session.create_materialized_view(&create).await {
-            Ok(outcome) => Ok(json!({
-                "view": outcome.view,
-                "action": outcome.action.as_str(),
-                "populated": outcome.rows_written.is_some(),
-                "rows_written": outcome.rows_written,
-                "version": outcome.version,
-            })),
-            Err(e) => Err((phase_of(&e), e)),
-        }
-    })?;
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "job_id": job_id }))).into_response())
+    let job_id = shared
+        .jobs
+        .submit("CREATE_MATERIALIZED_VIEW", name, spec, async move {
+            match session.create_materialized_view(&create).await {
+                Ok(outcome) => Ok(json!({
+                    "view": outcome.view,
+                    "action": outcome.action.as_str(),
+                    "populated": outcome.rows_written.is_some(),
+                    "rows_written": outcome.rows_written,
+                    "version": outcome.version,
+                })),
+                Err(e) => Err((phase_of(&e), e)),
+            }
+        })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(json!({ "job_id": job_id })),
+    )
+        .into_response())
 }
 
 /// Where a job's error happened.
@@ -264,8 +291,13 @@ struct Empty {}
 
 async fn describe_json(shared: &Shared, name: &QualifiedName, delimiter: &str) -> ApiResult<Value> {
     let description = shared.session.describe(name).await?;
-    let mut value = serde_json::to_value(&description)
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string()))?;
+    let mut value = serde_json::to_value(&description).map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            e.to_string(),
+        )
+    })?;
     value["id"] = json!(id_of(name, delimiter));
     Ok(value)
 }
@@ -278,7 +310,9 @@ async fn describe(
 ) -> ApiResult<axum::Json<Value>> {
     let Empty {} = body(bytes, Some(Empty {}))?;
     let (name, _) = view_name(&shared, &id, &query)?;
-    Ok(axum::Json(describe_json(&shared, &name, query.delimiter()).await?))
+    Ok(axum::Json(
+        describe_json(&shared, &name, query.delimiter()).await?,
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -306,7 +340,12 @@ async fn refresh(
             "source_version is not supported by this server yet: a refresh reads its sources as they are now",
         ));
     }
-    let index = shared.session.catalog().reload().await.map_err(ApiError::from)?;
+    let index = shared
+        .session
+        .catalog()
+        .reload()
+        .await
+        .map_err(ApiError::from)?;
     if index.view(&name).is_none() {
         return Err(Error::NotFound {
             name: display(&shared, &name),
@@ -320,34 +359,43 @@ async fn refresh(
     };
     let spec = json!({ "id": id, "full": request.full, "cascade": request.cascade });
     let session = shared.session.clone();
-    let job_id = shared.jobs.submit("REFRESH_MATERIALIZED_VIEW", name, spec, async move {
-        let source_version = match session.catalog().reload().await {
-            Ok(index) => index.version,
-            Err(e) => return Err(("execute", e)),
-        };
-        let outcomes = session
-            .refresh(&statement)
-            .await
-            .map_err(|e| (phase_of(&e), e))?;
-        let result = |o: &crate::session::RefreshOutcome| {
-            json!({
-                "view": o.view,
-                "mode": o.mode.as_str(),
-                "rows_written": o.rows_written,
-                "rows_deleted": o.rows_deleted,
-                "detail": o.detail,
-                "source_version": source_version,
-                "version": o.version,
-            })
-        };
-        let (last, upstream) = outcomes
-            .split_last()
-            .ok_or_else(|| ("execute", Error::NotSupported("the refresh refreshed nothing".into())))?;
-        let mut value = result(last);
-        value["upstream"] = Value::Array(upstream.iter().map(result).collect());
-        Ok(value)
-    })?;
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({ "job_id": job_id }))).into_response())
+    let job_id = shared
+        .jobs
+        .submit("REFRESH_MATERIALIZED_VIEW", name, spec, async move {
+            let source_version = match session.catalog().reload().await {
+                Ok(index) => index.version,
+                Err(e) => return Err(("execute", e)),
+            };
+            let outcomes = session
+                .refresh(&statement)
+                .await
+                .map_err(|e| (phase_of(&e), e))?;
+            let result = |o: &crate::session::RefreshOutcome| {
+                json!({
+                    "view": o.view,
+                    "mode": o.mode.as_str(),
+                    "rows_written": o.rows_written,
+                    "rows_deleted": o.rows_deleted,
+                    "detail": o.detail,
+                    "source_version": source_version,
+                    "version": o.version,
+                })
+            };
+            let (last, upstream) = outcomes.split_last().ok_or_else(|| {
+                (
+                    "execute",
+                    Error::NotSupported("the refresh refreshed nothing".into()),
+                )
+            })?;
+            let mut value = result(last);
+            value["upstream"] = Value::Array(upstream.iter().map(result).collect());
+            Ok(value)
+        })?;
+    Ok((
+        StatusCode::ACCEPTED,
+        axum::Json(json!({ "job_id": job_id })),
+    )
+        .into_response())
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -431,7 +479,11 @@ async fn list(
     let after = match &query.page_token {
         Some(token) => match ids::decode_token(token)?.as_slice() {
             [c, s, n] => Some(QualifiedName::new(c, s, n)),
-            _ => return Err(ApiError::bad_request(format!("invalid page token \"{token}\""))),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid page token \"{token}\""
+                )));
+            }
         },
         None => None,
     };
@@ -456,7 +508,9 @@ async fn list(
             None => id_of(n, delimiter),
         })
         .collect();
-    Ok(axum::Json(json!({ "views": views, "page_token": page_token })))
+    Ok(axum::Json(
+        json!({ "views": views, "page_token": page_token }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -486,18 +540,25 @@ async fn job_list(
 ) -> ApiResult<axum::Json<Value>> {
     let request: JobList = body(bytes, Some(JobList::default()))?;
     let limit = page_size(request.limit)?;
-    let after = match &request.page_token {
-        Some(token) => match ids::decode_token(token)?.as_slice() {
-            [seq] => Some(seq.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!("invalid page token \"{token}\""))
-            })?),
-            _ => return Err(ApiError::bad_request(format!("invalid page token \"{token}\""))),
-        },
-        None => None,
-    };
+    let after =
+        match &request.page_token {
+            Some(token) => match ids::decode_token(token)?.as_slice() {
+                [seq] => Some(seq.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid page token \"{token}\""))
+                })?),
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid page token \"{token}\""
+                    )));
+                }
+            },
+            None => None,
+        };
     let (jobs, next) = shared.jobs.list(after, limit);
     let page_token = next.map(|seq| ids::encode_token(&[seq.to_string()]));
-    Ok(axum::Json(json!({ "jobs": jobs, "page_token": page_token })))
+    Ok(axum::Json(
+        json!({ "jobs": jobs, "page_token": page_token }),
+    ))
 }
 
 async fn job_cancel(
@@ -510,7 +571,13 @@ async fn job_cancel(
         .jobs
         .cancel(&job_id, |view| async move {
             let _ = session.catalog().reload().await;
-            session.catalog().view(&view).await.ok().flatten().map(|v| v.version)
+            session
+                .catalog()
+                .view(&view)
+                .await
+                .ok()
+                .flatten()
+                .map(|v| v.version)
         })
         .await?;
     Ok(axum::Json(json!(info)))
@@ -537,7 +604,11 @@ async fn sql(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("application/json"));
     let internal = |e: datafusion::arrow::error::ArrowError| {
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", e.to_string())
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            e.to_string(),
+        )
     };
     if wants_json {
         let body = json_rows(&batches).map_err(internal)?;

@@ -144,7 +144,8 @@ impl MatviewSession {
             (None, None) => Bound::Unbounded,
         };
         // A namespace's names are contiguous in the sorted map.
-        let inside = |n: &&QualifiedName| namespace.is_none_or(|(c, s)| n.catalog == c && n.schema == s);
+        let inside =
+            |n: &&QualifiedName| namespace.is_none_or(|(c, s)| n.catalog == c && n.schema == s);
         Ok(index
             .views
             .range((start, Bound::Unbounded))

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use datafusion_matview::MatviewSession;
 use datafusion_matview::server::{Prepare, Server, ServerOptions};
 use datafusion_matview::sql::Statement;
-use datafusion_matview::MatviewSession;
 
 use crate::context;
 use crate::exec::BoxError;

@@ -1,0 +1,122 @@
+"""`dfmv serve` from Python's ADBC Flight SQL driver, as a notebook uses it.
+
+Starts the `dfmv` binary (``DFMV_BIN``, default ``target/debug/dfmv``) on
+ephemeral loopback ports over a temporary catalog, then creates, queries,
+refreshes, lists and drops views through ``adbc-driver-flightsql`` and
+``pyarrow``. Run with ``python3 -m pytest tests/python``.
+"""
+
+import os
+import pathlib
+import signal
+import subprocess
+
+import adbc_driver_flightsql
+import adbc_driver_flightsql.dbapi as flight_sql
+import adbc_driver_manager
+import pyarrow as pa
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TOKEN = "s3cr3t"
+
+
+def dfmv_bin() -> str:
+    path = os.environ.get("DFMV_BIN") or str(ROOT / "target" / "debug" / "dfmv")
+    if not os.path.exists(path):
+        raise RuntimeError(f"no dfmv binary at {path}: run `cargo build --bin dfmv` or set DFMV_BIN")
+    return path
+
+
+@pytest.fixture
+def server(tmp_path):
+    """A running `dfmv serve` with a token; yields (grpc uri, folder)."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "jan.csv").write_text("region,amount\nnorth,10\nsouth,5\nnorth,2\n")
+    env = dict(os.environ, HOME=str(tmp_path), DFMV_TOKEN=TOKEN)
+    proc = subprocess.Popen(
+        [dfmv_bin(), "--catalog", str(tmp_path / "catalog"), "serve",
+         "--http", "127.0.0.1:0", "--flight-sql", "127.0.0.1:0"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    uri = None
+    for _ in range(3):
+        line = proc.stdout.readline()
+        if line.startswith("Flight SQL on "):
+            uri = line.split(" on ", 1)[1].strip()
+    assert uri and uri.startswith("grpc://127.0.0.1:"), f"no Flight SQL address: {proc.stderr.read()}"
+    try:
+        yield uri, tmp_path
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert err.endswith("dfmv serve: stopped\n"), err
+
+
+def connect(uri: str, token: str = TOKEN):
+    return flight_sql.connect(
+        uri,
+        db_kwargs={adbc_driver_flightsql.DatabaseOptions.AUTHORIZATION_HEADER.value: f"Bearer {token}"},
+        autocommit=True,
+    )
+
+
+def rows(cur, sql: str) -> list[dict]:
+    cur.execute(sql)
+    return cur.fetch_arrow_table().to_pylist()
+
+
+def test_create_query_refresh_list_and_drop(server):
+    uri, folder = server
+    with connect(uri) as conn, conn.cursor() as cur:
+        rows(cur, f"CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION '{folder / 'src'}/'")
+        created = rows(cur, "CREATE MATERIALIZED VIEW totals AS "
+                            "SELECT region, sum(amount) AS total FROM orders GROUP BY region")
+        assert len(created) == 1 and "totals" in str(created[0]), created
+        assert rows(cur, "SELECT * FROM totals ORDER BY region") == [
+            {"region": "north", "total": 12},
+            {"region": "south", "total": 5},
+        ]
+
+        # A source change, then REFRESH: incremental, and the new rows.
+        (folder / "src" / "feb.csv").write_text("region,amount\neast,7\nnorth,1\n")
+        refreshed = rows(cur, "REFRESH MATERIALIZED VIEW totals")
+        assert "incremental" in str(refreshed), refreshed
+        table = (cur.execute("SELECT * FROM totals ORDER BY region"), cur.fetch_arrow_table())[1]
+        assert table.schema.field("total").type == pa.int64()
+        assert table.to_pydict() == {"region": ["east", "north", "south"], "total": [7, 13, 5]}
+
+        # A prepared query with a parameter.
+        cur.execute("SELECT total FROM totals WHERE region = $1", parameters=("north",))
+        assert cur.fetch_arrow_table().to_pylist() == [{"total": 13}]
+
+        # Views are listed as tables, with their kind.
+        objects = conn.adbc_get_objects(depth="tables", table_name_filter="totals").read_all().to_pylist()
+        tables = [
+            (schema["db_schema_name"], table["table_name"], table["table_type"])
+            for catalog in objects
+            for schema in catalog["catalog_db_schemas"] or []
+            for table in schema["db_schema_tables"] or []
+        ]
+        assert tables == [("public", "totals", "MATERIALIZED VIEW")], tables
+        info = conn.adbc_get_info()
+        version = next(
+            line.split('"')[1]
+            for line in (ROOT / "Cargo.toml").read_text().splitlines()
+            if line.startswith("version = ")
+        )
+        assert (info["vendor_name"], info["vendor_version"]) == ("dfmv", version), info
+
+        shown = rows(cur, "SHOW MATERIALIZED VIEWS")
+        assert [(v["table_name"], v["row_count"], v["freshness"]) for v in shown] == [("totals", 3, "fresh")]
+        rows(cur, "DROP MATERIALIZED VIEW totals")
+        with pytest.raises(adbc_driver_manager.Error, match='materialized view "totals" does not exist'):
+            rows(cur, "REFRESH MATERIALIZED VIEW totals")
+
+
+def test_wrong_token_is_refused(server):
+    uri, _ = server
+    with pytest.raises(adbc_driver_manager.Error, match="(?i)unauthenticated|token"):
+        with connect(uri, token="wrong") as conn, conn.cursor() as cur:
+            rows(cur, "SELECT 1")
