@@ -1,0 +1,284 @@
+"""What the blocking and the asyncio clients share: the requests they make
+and the meaning of the answers, apart from how bytes travel."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.ipc
+
+from ._errors import JobFailed, JobFailure, MatviewError
+
+#: Delimiters tried, in order, for a name whose parts hold the previous ones.
+_DELIMITERS = ("$", "|", "~", "!", ":")
+
+#: The polling backoff of ``Job.wait``: 200 ms, growing, at most 5 s.
+FIRST_POLL_S = 0.2
+MAX_POLL_S = 5.0
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+
+Namespace = str | Sequence[str] | None
+
+
+@dataclass(frozen=True)
+class Call:
+    """One HTTP request: method, path, query parameters, JSON body."""
+
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    body: Any = None
+    accept: str = "application/json"
+
+
+def _parts(name: str, namespace: Namespace) -> list[str]:
+    if namespace is None:
+        return [name]
+    if isinstance(namespace, str):
+        return [namespace, name]
+    return [*namespace, name]
+
+
+def _identifier(parts: list[str]) -> tuple[str, dict[str, str]]:
+    """``parts`` as a path segment joined by a delimiter none of them holds."""
+    for delimiter in _DELIMITERS:
+        if not any(delimiter in part for part in parts):
+            params = {} if delimiter == "$" else {"delimiter": delimiter}
+            return quote(delimiter.join(parts), safe="$|~!:"), params
+    raise ValueError(f"no delimiter fits the name {parts!r}")
+
+
+def view_call(name: str, namespace: Namespace, action: str, body: Any = None) -> Call:
+    """``POST /v1/materialized_view/{id}/{action}``."""
+    ident, params = _identifier(_parts(name, namespace))
+    return Call("POST", f"/v1/materialized_view/{ident}/{action}", params, body)
+
+
+def list_call(namespace: Namespace, page_token: str | None, limit: int | None) -> Call:
+    """``GET /v1/namespace/{id}/materialized_view/list``."""
+    parts = ["public"] if namespace is None else _parts("x", namespace)[:-1]
+    ident, params = _identifier(parts)
+    if page_token is not None:
+        params["page_token"] = page_token
+    if limit is not None:
+        params["limit"] = str(limit)
+    return Call("GET", f"/v1/namespace/{ident}/materialized_view/list", params)
+
+
+def create_body(query: str, with_no_data: bool, or_replace: bool) -> dict[str, Any]:
+    return {"query": query, "with_no_data": with_no_data, "or_replace": or_replace}
+
+
+def refresh_body(full: bool, cascade: bool, source_version: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"full": full, "cascade": cascade}
+    if source_version is not None:
+        body["source_version"] = source_version
+    return body
+
+
+def sql_call(text: str) -> Call:
+    return Call("POST", "/v1/sql", body={"sql": text}, accept=ARROW_STREAM)
+
+
+def job_call(action: str, job_id: str) -> Call:
+    return Call("POST", f"/v1/jobs/{action}", body={"job_id": job_id})
+
+
+def quote_ident(part: str) -> str:
+    return '"' + part.replace('"', '""') + '"'
+
+
+def select_sql(
+    name: str,
+    namespace: list[str],
+    columns: Sequence[str] | None,
+    filter: str | None,
+    limit: int | None,
+) -> str:
+    """``SELECT`` of a view's columns, with an optional filter and limit."""
+    select = "*" if columns is None else ", ".join(quote_ident(c) for c in columns)
+    table = ".".join(quote_ident(p) for p in [*namespace, name])
+    text = f"SELECT {select} FROM {table}"
+    if filter is not None:
+        text += f" WHERE {filter}"
+    if limit is not None:
+        text += f" LIMIT {int(limit)}"
+    return text
+
+
+def arrow_table(body: bytes) -> pa.Table:
+    """An Arrow IPC stream as a table."""
+    return pyarrow.ipc.open_stream(body).read_all()
+
+
+def backoff() -> Iterator[float]:
+    """Seconds to wait between polls: 0.2, 0.3, 0.45, ... up to 5."""
+    delay = FIRST_POLL_S
+    while True:
+        yield delay
+        delay = min(delay * 1.5, MAX_POLL_S)
+
+
+@dataclass(frozen=True)
+class Column:
+    """A view's column."""
+
+    name: str
+    type: str
+    nullable: bool
+
+
+@dataclass(frozen=True)
+class RefreshResult:
+    """What a refresh did: ``mode`` is ``no_op``, ``incremental`` or ``full``.
+
+    ``upstream`` holds the results of the views CASCADE refreshed first.
+    """
+
+    view: str
+    mode: str
+    rows_written: int
+    rows_deleted: int
+    detail: str
+    source_version: int
+    version: int
+    upstream: list[RefreshResult] = field(default_factory=list)
+
+    @staticmethod
+    def from_json(value: dict[str, Any]) -> RefreshResult:
+        return RefreshResult(
+            view=value["view"],
+            mode=value["mode"],
+            rows_written=value["rows_written"],
+            rows_deleted=value["rows_deleted"],
+            detail=value["detail"],
+            source_version=value["source_version"],
+            version=value["version"],
+            upstream=[RefreshResult.from_json(u) for u in value.get("upstream", [])],
+        )
+
+
+@dataclass
+class ViewState:
+    """A view's definition and state as the server last described it."""
+
+    name: str
+    namespace: list[str]
+    query: str
+    columns: list[Column]
+    populated: bool
+    freshness: str
+    changed_sources: list[str]
+    row_count: int | None
+    size_bytes: int | None
+    last_refreshed: _dt.datetime | None
+    version: int
+
+    @staticmethod
+    def from_json(value: dict[str, Any]) -> ViewState:
+        refreshed = value.get("last_refreshed")
+        return ViewState(
+            name=value["name"],
+            namespace=list(value["namespace"]),
+            query=value["query"],
+            columns=[Column(c["name"], c["type"], c["nullable"]) for c in value["columns"]],
+            populated=value["populated"],
+            freshness=value["freshness"],
+            changed_sources=list(value.get("changed_sources") or []),
+            row_count=value.get("row_count"),
+            size_bytes=value.get("size_bytes"),
+            last_refreshed=_parse_time(refreshed) if refreshed else None,
+            version=value["version"],
+        )
+
+
+def _parse_time(text: str) -> _dt.datetime:
+    # The server writes RFC 3339 with up to nanoseconds; Python keeps micro.
+    head, _, rest = text.partition(".")
+    if rest:
+        digits = "".join(ch for ch in rest if ch.isdigit())
+        zone = rest[len(digits):]
+        text = f"{head}.{digits[:6]}{zone}"
+    return _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def job_outcome(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The result of a finished job; raises :class:`JobFailed` when it did not succeed."""
+    job_state = state["job_state"]
+    if job_state == "DONE":
+        return state.get("result")
+    failure = state.get("failure")
+    raise JobFailed(
+        state["job_id"],
+        job_state,
+        JobFailure(failure["phase"], failure["message"], bool(failure["retryable"]))
+        if failure
+        else None,
+    )
+
+
+def expect_job_id(answer: Any) -> str:
+    if not isinstance(answer, dict) or "job_id" not in answer:
+        raise MatviewError(f"the server did not answer a job: {answer!r}")
+    return str(answer["job_id"])
+
+
+class ViewAttributes:
+    """The attributes of a view handle, read from its last description."""
+
+    _state: ViewState
+
+    @property
+    def name(self) -> str:
+        return self._state.name
+
+    @property
+    def namespace(self) -> list[str]:
+        """Catalog and schema."""
+        return self._state.namespace
+
+    @property
+    def query(self) -> str:
+        return self._state.query
+
+    @property
+    def columns(self) -> list[Column]:
+        return self._state.columns
+
+    @property
+    def populated(self) -> bool:
+        return self._state.populated
+
+    @property
+    def freshness(self) -> str:
+        """``fresh``, ``stale`` or ``unknown``, when last described."""
+        return self._state.freshness
+
+    @property
+    def changed_sources(self) -> list[str]:
+        return self._state.changed_sources
+
+    @property
+    def row_count(self) -> int | None:
+        return self._state.row_count
+
+    @property
+    def size_bytes(self) -> int | None:
+        return self._state.size_bytes
+
+    @property
+    def last_refreshed(self) -> _dt.datetime | None:
+        return self._state.last_refreshed
+
+    @property
+    def version(self) -> int:
+        return self._state.version
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({'.'.join([*self.namespace, self.name])!r})"

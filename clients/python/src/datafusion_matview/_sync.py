@@ -1,0 +1,230 @@
+"""The blocking client: :func:`connect`, :class:`Connection`,
+:class:`MaterializedView`, :class:`Job`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+import httpx
+import pyarrow as pa
+
+from . import _core
+from ._core import Call, Namespace, RefreshResult, ViewState
+from ._errors import error_from_response
+
+T = TypeVar("T")
+
+
+class Connection:
+    """A connection to ``dfmv serve`` (its REST address), blocking."""
+
+    def __init__(self, url: str, *, token: str | None = None, timeout: float = 300.0) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _send(self, call: Call) -> httpx.Response:
+        response = self._http.request(
+            call.method,
+            call.path,
+            params=call.params,
+            json=call.body,
+            headers={"Accept": call.accept},
+        )
+        if response.status_code >= 400:
+            raise error_from_response(response.status_code, response.content)
+        return response
+
+    def _json(self, call: Call) -> Any:
+        return self._send(call).json()
+
+    def create_materialized_view_async(
+        self,
+        name: str,
+        query: str,
+        *,
+        with_no_data: bool = False,
+        or_replace: bool = False,
+        namespace: Namespace = None,
+    ) -> Job[None]:
+        """Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated."""
+        body = _core.create_body(query, with_no_data, or_replace)
+        response = self._send(_core.view_call(name, namespace, "create", body))
+        if response.status_code == 200:  # nothing to compute: done already
+            return Job.finished(self, None)
+        return Job(self, _core.expect_job_id(response.json()), lambda _: None)
+
+    def create_materialized_view(
+        self,
+        name: str,
+        query: str,
+        *,
+        with_no_data: bool = False,
+        or_replace: bool = False,
+        namespace: Namespace = None,
+    ) -> MaterializedView:
+        """CREATE MATERIALIZED VIEW, waiting for its population."""
+        self.create_materialized_view_async(
+            name, query, with_no_data=with_no_data, or_replace=or_replace, namespace=namespace
+        ).wait()
+        return self.open_materialized_view(name, namespace=namespace)
+
+    def open_materialized_view(self, name: str, *, namespace: Namespace = None) -> MaterializedView:
+        """The view, as the server describes it now; :class:`ViewNotFound` if none."""
+        state = ViewState.from_json(self._json(_core.view_call(name, namespace, "describe")))
+        return MaterializedView(self, state)
+
+    def list_materialized_views(
+        self,
+        *,
+        namespace: Namespace = None,
+        page_token: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The names of the views in ``namespace`` (DataFusion's ``public``
+        schema when None), sorted; every page from ``page_token`` on,
+        ``limit`` per request."""
+        names: list[str] = []
+        while True:
+            page = self._json(_core.list_call(namespace, page_token, limit))
+            names.extend(page["views"])
+            page_token = page.get("page_token")
+            if page_token is None:
+                return names
+
+    def drop_materialized_view_async(
+        self, name: str, *, cascade: bool = False, namespace: Namespace = None
+    ) -> Job[None]:
+        """Submits DROP MATERIALIZED VIEW (the server drops at once: the job is done)."""
+        response = self._send(_core.view_call(name, namespace, "drop", {"cascade": cascade}))
+        if response.status_code == 202:
+            return Job(self, _core.expect_job_id(response.json()), lambda _: None)
+        return Job.finished(self, None)
+
+    def drop_materialized_view(
+        self, name: str, *, cascade: bool = False, namespace: Namespace = None
+    ) -> None:
+        """DROP MATERIALIZED VIEW (with its dependents when ``cascade``)."""
+        self.drop_materialized_view_async(name, cascade=cascade, namespace=namespace).wait()
+
+    def sql(self, text: str) -> pa.Table:
+        """Runs any statement the server's session runs; its result as Arrow."""
+        return _core.arrow_table(self._send(_core.sql_call(text)).content)
+
+
+class MaterializedView(_core.ViewAttributes):
+    """A materialized view on the server; attributes as last described."""
+
+    def __init__(self, connection: Connection, state: ViewState) -> None:
+        self._connection = connection
+        self._state = state
+
+    def reload(self) -> MaterializedView:
+        """Reads the definition and state again."""
+        answer = self._connection._json(self._call("describe"))
+        self._state = ViewState.from_json(answer)
+        return self
+
+    def _call(self, action: str, body: Any = None) -> Call:
+        return _core.view_call(self._state.name, self._state.namespace, action, body)
+
+    def refresh_async(
+        self, *, full: bool = False, cascade: bool = False, source_version: int | None = None
+    ) -> Job[RefreshResult]:
+        """Submits REFRESH MATERIALIZED VIEW."""
+        body = _core.refresh_body(full, cascade, source_version)
+        job_id = _core.expect_job_id(self._connection._json(self._call("refresh", body)))
+        return Job(self._connection, job_id, lambda r: RefreshResult.from_json(r or {}))
+
+    def refresh(
+        self, *, full: bool = False, cascade: bool = False, source_version: int | None = None
+    ) -> RefreshResult:
+        """REFRESH MATERIALIZED VIEW, waiting for it; then reloads this handle."""
+        result = self.refresh_async(full=full, cascade=cascade, source_version=source_version).wait()
+        self.reload()
+        return result
+
+    def to_arrow(
+        self,
+        columns: Sequence[str] | None = None,
+        filter: str | None = None,
+        limit: int | None = None,
+    ) -> pa.Table:
+        """The view's rows (``filter`` is a SQL condition)."""
+        return self._connection.sql(
+            _core.select_sql(self._state.name, self._state.namespace, columns, filter, limit)
+        )
+
+    def to_pandas(self) -> Any:
+        """The view's rows as a pandas DataFrame (pandas must be installed)."""
+        return self.to_arrow().to_pandas()
+
+
+class Job(Generic[T]):
+    """A job on the server: a CREATE population or a REFRESH."""
+
+    def __init__(
+        self,
+        connection: Connection,
+        job_id: str | None,
+        convert: Callable[[dict[str, Any] | None], T],
+        *,
+        result: T | None = None,
+    ) -> None:
+        self._connection = connection
+        self.job_id = job_id
+        self._convert = convert
+        self._result = result
+
+    @staticmethod
+    def finished(connection: Connection, result: T) -> Job[T]:
+        """A job the server did at once (no id)."""
+        return Job(connection, None, lambda _: result, result=result)
+
+    def status(self) -> dict[str, Any]:
+        """The job's description: ``job_state`` (IN_PROGRESS, DONE, FAILED,
+        CANCELLED), ``result``, ``failure``..."""
+        if self.job_id is None:
+            return {"job_id": None, "job_state": "DONE", "result": None, "failure": None}
+        return self._connection._json(_core.job_call("describe", self.job_id))
+
+    def done(self) -> bool:
+        return self.status()["job_state"] != "IN_PROGRESS"
+
+    def cancel(self) -> dict[str, Any]:
+        """Cancels the job if it still runs; the view keeps its previous data."""
+        if self.job_id is None:
+            return self.status()
+        return self._connection._json(_core.job_call("cancel", self.job_id))
+
+    def wait(self, timeout: float | None = None) -> T:
+        """Waits for the job; its result, or :class:`JobFailed`; ``TimeoutError`` after ``timeout`` s."""
+        if self.job_id is None:
+            return self._result  # type: ignore[return-value]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for delay in _core.backoff():
+            state = self.status()
+            if state["job_state"] != "IN_PROGRESS":
+                return self._convert(_core.job_outcome(state))
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"job {self.job_id} still runs after {timeout} s")
+                delay = min(delay, left)
+            time.sleep(delay)
+        raise AssertionError("unreachable")
+
+
+def connect(url: str, *, token: str | None = None) -> Connection:
+    """A blocking connection to the REST API of ``dfmv serve`` at ``url``."""
+    return Connection(url, token=token)

@@ -1,0 +1,179 @@
+"""The blocking client against a real server: every method, jobs, paging,
+cancel, every error class."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pyarrow as pa
+import pytest
+
+import datafusion_matview as dfmv
+from datafusion_matview._errors import error_from_response
+
+QUERY = "SELECT region, count(*) AS n, sum(amount) AS total FROM orders GROUP BY region"
+
+
+def test_create_open_refresh_read_and_drop(server):
+    with dfmv.connect(server.url, token=server.token) as db:
+        view = db.create_materialized_view("totals", QUERY)
+        assert isinstance(view, dfmv.MaterializedView)
+        assert (view.name, view.namespace, view.query) == ("totals", ["datafusion", "public"], QUERY)
+        assert view.columns == [
+            dfmv.Column("region", "Utf8", True),
+            dfmv.Column("n", "Int64", False),
+            dfmv.Column("total", "Int64", True),
+        ]
+        assert (view.populated, view.freshness, view.row_count, view.version) == (True, "fresh", 2, 1)
+        assert isinstance(view.last_refreshed, dt.datetime) and view.last_refreshed.tzinfo
+        assert view.to_arrow().sort_by("region").to_pylist() == [
+            {"region": "north", "n": 2, "total": 12},
+            {"region": "south", "n": 1, "total": 5},
+        ]
+
+        # A source change: the view is stale, and refreshes incrementally.
+        server.append("feb.csv", "region,amount\neast,7\nnorth,1\n")
+        assert db.open_materialized_view("totals").freshness == "stale"
+        result = view.refresh()
+        assert result == dfmv.RefreshResult(
+            view="totals",
+            mode="incremental",
+            rows_written=3,
+            rows_deleted=2,
+            detail="orders: 1 file(s) appended; merged into the existing groups",
+            source_version=result.source_version,
+            version=2,
+            upstream=[],
+        )
+        assert (view.freshness, view.row_count, view.version) == ("fresh", 3, 2)
+        assert view.refresh().mode == "no_op"
+        assert view.refresh(full=True).mode == "full"
+        table = view.to_arrow(columns=["region", "total"], filter="total > 6", limit=10)
+        assert table.schema.names == ["region", "total"]
+        assert table.sort_by("region").to_pylist() == [
+            {"region": "east", "total": 7},
+            {"region": "north", "total": 13},
+        ]
+
+        # Arrow from any statement.
+        sql = db.sql("SELECT sum(total) AS s FROM totals")
+        assert isinstance(sql, pa.Table) and sql.to_pylist() == [{"s": 25}]
+
+        db.drop_materialized_view("totals")
+        assert db.list_materialized_views() == []
+        with pytest.raises(dfmv.ViewNotFound, match='materialized view "totals" does not exist'):
+            view.reload()
+
+
+def test_jobs_wait_status_and_done(server):
+    with dfmv.connect(server.url, token=server.token) as db:
+        job = db.create_materialized_view_async("totals", QUERY)
+        assert isinstance(job, dfmv.Job) and job.job_id
+        assert job.wait(timeout=60) is None
+        assert job.done()
+        state = job.status()
+        assert (state["job_state"], state["job_type"]) == ("DONE", "CREATE_MATERIALIZED_VIEW")
+        assert state["result"]["rows_written"] == 2
+
+        view = db.open_materialized_view("totals")
+        server.append("feb.csv", "region,amount\neast,7\n")
+        refresh = view.refresh_async()
+        result = refresh.wait()
+        assert (result.mode, result.rows_written) == ("incremental", 3)
+        assert refresh.status()["job_type"] == "REFRESH_MATERIALIZED_VIEW"
+        assert view.row_count == 2  # the handle is as last described...
+        assert view.reload().row_count == 3  # ...until reloaded
+
+        # WITH NO DATA has nothing to compute: done at once.
+        empty = db.create_materialized_view_async("empty", "SELECT 1 AS one", with_no_data=True)
+        assert empty.job_id is None and empty.done() and empty.wait() is None
+        assert db.open_materialized_view("empty").populated is False
+        replaced = db.create_materialized_view("empty", "SELECT 2 AS two", or_replace=True)
+        assert replaced.to_arrow().to_pylist() == [{"two": 2}]
+
+        dropped = db.drop_materialized_view_async("empty")
+        assert dropped.wait() is None
+        assert db.list_materialized_views() == ["totals"]
+
+
+def test_namespaces_and_paging(server):
+    with dfmv.connect(server.url, token=server.token) as db:
+        db.sql("CREATE SCHEMA analytics")
+        names = [f"v{i:02}" for i in range(12)]
+        for name in reversed(names):
+            db.create_materialized_view(name, "SELECT 1 AS one", with_no_data=True, namespace="analytics")
+        # Three requests of five: every view once, sorted.
+        assert db.list_materialized_views(namespace="analytics", limit=5) == names
+        assert db.list_materialized_views(namespace=["datafusion", "analytics"], limit=100) == names
+        assert db.list_materialized_views() == []
+        view = db.open_materialized_view("v03", namespace="analytics")
+        assert view.namespace == ["datafusion", "analytics"]
+        # Names that hold the delimiter, quotes and case.
+        odd = db.create_materialized_view('Odd$"Name"', "SELECT 5 AS five", namespace="analytics")
+        assert odd.name == 'Odd$"Name"'
+        assert odd.to_arrow().to_pylist() == [{"five": 5}]
+        db.drop_materialized_view('Odd$"Name"', namespace="analytics")
+        with pytest.raises(dfmv.ViewNotFound, match='schema "nowhere" does not exist'):
+            db.list_materialized_views(namespace="nowhere")
+
+
+def test_cancel_keeps_the_previous_data(server):
+    with dfmv.connect(server.url, token=server.token) as db:
+        db.sql("CREATE TABLE big AS SELECT * FROM generate_series(1, 10) AS t(x)")
+        view = db.create_materialized_view("slow", "SELECT sum(a.x * b.x + c.x) AS n FROM big a, big b, big c")
+        db.sql("INSERT INTO big SELECT * FROM generate_series(11, 3000)")
+        job = view.refresh_async()
+        state = job.cancel()
+        assert state["job_state"] == "CANCELLED", state
+        with pytest.raises(dfmv.JobFailed) as failed:
+            job.wait()
+        assert (failed.value.state, failed.value.failure) == ("CANCELLED", None)
+        assert view.reload().version == 1
+        assert view.to_arrow().to_pylist() == [{"n": 35750}]
+
+
+def test_every_error_class(server):
+    with dfmv.connect(server.url, token=server.token) as db:
+        with pytest.raises(dfmv.ViewNotFound) as e:
+            db.open_materialized_view("nope")
+        assert (e.value.status, e.value.code, e.value.retryable) == (404, "undefined_table", False)
+        db.create_materialized_view("totals", QUERY)
+        with pytest.raises(dfmv.ViewExists, match='relation "totals" already exists'):
+            db.create_materialized_view("totals", QUERY)
+        with pytest.raises(dfmv.InvalidQuery, match="No field named nope"):
+            db.create_materialized_view("bad", "SELECT nope FROM orders")
+        with pytest.raises(dfmv.NotSupported, match="source_version"):
+            db.open_materialized_view("totals").refresh(source_version=1)
+        # A query that plans but fails while it runs: the job fails.
+        with pytest.raises(dfmv.JobFailed) as failed:
+            db.create_materialized_view("broken", "SELECT CAST(region AS INT) AS r FROM orders")
+        assert failed.value.state == "FAILED"
+        assert failed.value.failure.phase == "execute"
+        assert "Cannot cast string 'north'" in failed.value.failure.message
+        assert "broken" not in db.list_materialized_views()
+        # Every class is a MatviewError.
+        for cls in (dfmv.ViewNotFound, dfmv.ViewExists, dfmv.CommitConflict, dfmv.InvalidQuery,
+                    dfmv.Unauthorized, dfmv.JobFailed, dfmv.NotSupported):
+            assert issubclass(cls, dfmv.MatviewError)
+    with dfmv.connect(server.url, token="wrong") as db:
+        with pytest.raises(dfmv.Unauthorized, match="bearer token"):
+            db.list_materialized_views()
+    with dfmv.connect(server.url) as db:
+        with pytest.raises(dfmv.Unauthorized):
+            db.sql("SELECT 1")
+
+
+def test_a_lost_commit_race_is_a_retryable_commit_conflict():
+    # The server answers 409 serialization_failure when another writer
+    # committed first (tests/server.rs provokes it with two servers); the
+    # client's class for it:
+    body = json.dumps({
+        "error": 'could not commit to materialized view "v"',
+        "code": "serialization_failure",
+        "detail": "HINT: Retry.",
+        "retryable": True,
+    }).encode()
+    error = error_from_response(409, body)
+    assert isinstance(error, dfmv.CommitConflict) and error.retryable
+    assert (error.message, error.detail) == ('could not commit to materialized view "v"', "HINT: Retry.")

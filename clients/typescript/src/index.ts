@@ -1,0 +1,455 @@
+/**
+ * Client for `dfmv serve`: materialized views for Apache DataFusion over
+ * the server's REST API, with query results as Apache Arrow tables.
+ *
+ * ```ts
+ * import { connect } from "@datafusion-matview/client";
+ * const db = connect("http://127.0.0.1:2333");
+ * const view = await db.createMaterializedView("totals", "SELECT ...");
+ * const result = await view.refresh(); // { mode: "incremental", ... }
+ * ```
+ */
+
+import { type Table, tableFromIPC } from "apache-arrow";
+
+const ARROW_STREAM = "application/vnd.apache.arrow.stream";
+/** Delimiters tried in order, for names whose parts hold the previous ones. */
+const DELIMITERS = ["$", "|", "~", "!", ":"];
+/** Job polling: from 200 ms, growing by half, up to 5 s (as LanceDB's). */
+const FIRST_POLL_MS = 200;
+const MAX_POLL_MS = 5000;
+
+/** A namespace: a schema, or catalog and schema. */
+export type Namespace = string | string[];
+
+// ---- errors ---------------------------------------------------------------
+
+/** What the server says about an error. */
+export interface ErrorInfo {
+  /** PostgreSQL's condition name, e.g. `undefined_table`. */
+  code?: string;
+  /** The `DETAIL:` / `HINT:` lines. */
+  detail?: string | null;
+  /** The HTTP status. */
+  status?: number;
+  retryable?: boolean;
+}
+
+/** Every error this client throws for the server's answers. */
+export class MatviewError extends Error {
+  readonly code?: string;
+  readonly detail?: string | null;
+  readonly status?: number;
+  readonly retryable: boolean;
+
+  constructor(message: string, info: ErrorInfo = {}) {
+    super(info.detail ? `${message}\n${info.detail}` : message);
+    this.name = new.target.name;
+    this.code = info.code;
+    this.detail = info.detail;
+    this.status = info.status;
+    this.retryable = info.retryable ?? false;
+  }
+}
+/** The view (or its namespace) does not exist. */
+export class ViewNotFound extends MatviewError {}
+/** A view or table of that name exists. */
+export class ViewExists extends MatviewError {}
+/** Another writer committed first; `retryable`. */
+export class CommitConflict extends MatviewError {}
+/** The request or its query is not valid. */
+export class InvalidQuery extends MatviewError {}
+/** The server does not support what was asked. */
+export class NotSupported extends MatviewError {}
+/** The bearer token is missing or wrong. */
+export class Unauthorized extends MatviewError {}
+
+/** Why a job failed. */
+export interface JobFailure {
+  phase: string;
+  message: string;
+  retryable: boolean;
+}
+
+/** A job ended FAILED (`failure` says why) or CANCELLED (`failure` is null). */
+export class JobFailed extends MatviewError {
+  constructor(
+    readonly jobId: string,
+    readonly state: string,
+    readonly failure: JobFailure | null,
+  ) {
+    super(failure ? failure.message : `job ${jobId} was cancelled`, {
+      retryable: failure?.retryable ?? false,
+    });
+  }
+}
+
+/** The error for an HTTP error answer `{error, code, detail, retryable}`. */
+export function errorFromResponse(status: number, body: string): MatviewError {
+  let answer: unknown;
+  try {
+    answer = JSON.parse(body);
+  } catch {
+    answer = undefined;
+  }
+  if (typeof answer !== "object" || answer === null) {
+    return new MatviewError(body.trim() || `HTTP ${status}`, { status });
+  }
+  const a = answer as { error?: string; code?: string; detail?: string | null; retryable?: boolean };
+  const message = a.error ?? `HTTP ${status}`;
+  const info: ErrorInfo = { code: a.code, detail: a.detail, status, retryable: a.retryable ?? false };
+  if (status === 401) return new Unauthorized(message, info);
+  if (status === 404) return new ViewNotFound(message, info);
+  if (status === 409 && a.code === "duplicate_table") return new ViewExists(message, info);
+  if (status === 409 && a.code === "serialization_failure") return new CommitConflict(message, info);
+  if (status === 400 && a.code === "feature_not_supported") return new NotSupported(message, info);
+  if (status === 400) return new InvalidQuery(message, info);
+  return new MatviewError(message, info);
+}
+
+// ---- results --------------------------------------------------------------
+
+/** A view's column. */
+export interface Column {
+  name: string;
+  type: string;
+  nullable: boolean;
+}
+
+/** What a refresh did; `upstream` holds what CASCADE refreshed first. */
+export interface RefreshResult {
+  view: string;
+  mode: "no_op" | "incremental" | "full";
+  rowsWritten: number;
+  rowsDeleted: number;
+  detail: string;
+  sourceVersion: number;
+  version: number;
+  upstream: RefreshResult[];
+}
+
+/** A job as the server describes it. */
+export interface JobStatus {
+  job_id: string | null;
+  job_type?: string;
+  job_state: "IN_PROGRESS" | "DONE" | "FAILED" | "CANCELLED";
+  creation_ms?: number;
+  spec?: unknown;
+  result: unknown;
+  failure: JobFailure | null;
+}
+
+interface Description {
+  name: string;
+  namespace: string[];
+  query: string;
+  columns: Column[];
+  populated: boolean;
+  freshness: string;
+  changed_sources: string[] | null;
+  row_count: number | null;
+  size_bytes: number | null;
+  last_refreshed: string | null;
+  version: number;
+}
+
+function refreshResult(value: Record<string, unknown>): RefreshResult {
+  return {
+    view: value.view as string,
+    mode: value.mode as RefreshResult["mode"],
+    rowsWritten: value.rows_written as number,
+    rowsDeleted: value.rows_deleted as number,
+    detail: value.detail as string,
+    sourceVersion: value.source_version as number,
+    version: value.version as number,
+    upstream: ((value.upstream as Record<string, unknown>[] | undefined) ?? []).map(refreshResult),
+  };
+}
+
+// ---- requests -------------------------------------------------------------
+
+function parts(name: string, namespace?: Namespace): string[] {
+  if (namespace === undefined) return [name];
+  return typeof namespace === "string" ? [namespace, name] : [...namespace, name];
+}
+
+/** `parts` as one path segment, joined by a delimiter none of them holds. */
+function identifier(ps: string[]): { id: string; params: URLSearchParams } {
+  for (const delimiter of DELIMITERS) {
+    if (!ps.some((p) => p.includes(delimiter))) {
+      const params = new URLSearchParams();
+      if (delimiter !== "$") params.set("delimiter", delimiter);
+      return { id: ps.map(encodeURIComponent).join(encodeURIComponent(delimiter)), params };
+    }
+  }
+  throw new Error(`no delimiter fits the name ${JSON.stringify(ps)}`);
+}
+
+function quoteIdent(part: string): string {
+  return `"${part.replaceAll('"', '""')}"`;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---- connection -----------------------------------------------------------
+
+/** Options of {@link connect}. */
+export interface ConnectOptions {
+  /** The server's bearer token (`dfmv serve --token`). */
+  token?: string;
+}
+
+/** Options of CREATE MATERIALIZED VIEW. */
+export interface CreateOptions {
+  withNoData?: boolean;
+  orReplace?: boolean;
+  namespace?: Namespace;
+}
+
+/** Options of REFRESH MATERIALIZED VIEW. */
+export interface RefreshOptions {
+  full?: boolean;
+  cascade?: boolean;
+  sourceVersion?: number;
+}
+
+/** A connection to `dfmv serve` (its REST address). */
+export class Connection {
+  readonly url: string;
+  readonly #token?: string;
+
+  constructor(url: string, options: ConnectOptions = {}) {
+    this.url = url.replace(/\/+$/, "");
+    this.#token = options.token;
+  }
+
+  /** @internal One request; throws the server's error. */
+  async send(
+    method: string,
+    path: string,
+    options: { params?: URLSearchParams; body?: unknown; accept?: string } = {},
+  ): Promise<Response> {
+    const query = options.params?.toString();
+    const headers: Record<string, string> = { accept: options.accept ?? "application/json" };
+    if (this.#token) headers.authorization = `Bearer ${this.#token}`;
+    if (options.body !== undefined) headers["content-type"] = "application/json";
+    const response = await fetch(`${this.url}${path}${query ? `?${query}` : ""}`, {
+      method,
+      headers,
+      body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    });
+    if (response.status >= 400) {
+      throw errorFromResponse(response.status, await response.text());
+    }
+    return response;
+  }
+
+  /** @internal */
+  async json<T>(method: string, path: string, options: { params?: URLSearchParams; body?: unknown } = {}): Promise<T> {
+    return (await (await this.send(method, path, options)).json()) as T;
+  }
+
+  /** @internal `POST /v1/materialized_view/{id}/{action}`. */
+  viewRequest(name: string, namespace: Namespace | undefined, action: string, body?: unknown): Promise<Response> {
+    const { id, params } = identifier(parts(name, namespace));
+    return this.send("POST", `/v1/materialized_view/${id}/${action}`, { params, body });
+  }
+
+  /** Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated. */
+  async createMaterializedViewAsync(name: string, query: string, options: CreateOptions = {}): Promise<Job<void>> {
+    const body = { query, with_no_data: options.withNoData ?? false, or_replace: options.orReplace ?? false };
+    const response = await this.viewRequest(name, options.namespace, "create", body);
+    if (response.status === 200) {
+      await response.body?.cancel();
+      return Job.finished(this, undefined);
+    }
+    const { job_id } = (await response.json()) as { job_id: string };
+    return new Job(this, job_id, () => undefined);
+  }
+
+  /** CREATE MATERIALIZED VIEW, waiting for its population. */
+  async createMaterializedView(name: string, query: string, options: CreateOptions = {}): Promise<MaterializedView> {
+    await (await this.createMaterializedViewAsync(name, query, options)).wait();
+    return this.openMaterializedView(name, { namespace: options.namespace });
+  }
+
+  /** The view as the server describes it now; {@link ViewNotFound} if none. */
+  async openMaterializedView(name: string, options: { namespace?: Namespace } = {}): Promise<MaterializedView> {
+    const response = await this.viewRequest(name, options.namespace, "describe");
+    return new MaterializedView(this, (await response.json()) as Description);
+  }
+
+  /**
+   * The names of the views in `namespace` (DataFusion's `public` schema
+   * when absent), sorted: every page from `pageToken` on, `limit` per request.
+   */
+  async listMaterializedViews(
+    options: { namespace?: Namespace; pageToken?: string; limit?: number } = {},
+  ): Promise<string[]> {
+    const ns = options.namespace === undefined ? ["public"] : parts("", options.namespace).slice(0, -1);
+    const { id, params } = identifier(ns);
+    if (options.limit !== undefined) params.set("limit", String(options.limit));
+    let token = options.pageToken;
+    const names: string[] = [];
+    for (;;) {
+      if (token !== undefined) params.set("page_token", token);
+      const page = await this.json<{ views: string[]; page_token: string | null }>(
+        "GET",
+        `/v1/namespace/${id}/materialized_view/list`,
+        { params },
+      );
+      names.push(...page.views);
+      if (page.page_token === null || page.page_token === undefined) return names;
+      token = page.page_token;
+    }
+  }
+
+  /** Submits DROP MATERIALIZED VIEW (the server drops at once: the job is done). */
+  async dropMaterializedViewAsync(
+    name: string,
+    options: { cascade?: boolean; namespace?: Namespace } = {},
+  ): Promise<Job<void>> {
+    const response = await this.viewRequest(name, options.namespace, "drop", { cascade: options.cascade ?? false });
+    if (response.status === 202) {
+      const { job_id } = (await response.json()) as { job_id: string };
+      return new Job(this, job_id, () => undefined);
+    }
+    await response.body?.cancel();
+    return Job.finished(this, undefined);
+  }
+
+  /** DROP MATERIALIZED VIEW (with its dependents when `cascade`). */
+  async dropMaterializedView(name: string, options: { cascade?: boolean; namespace?: Namespace } = {}): Promise<void> {
+    await (await this.dropMaterializedViewAsync(name, options)).wait();
+  }
+
+  /** Runs any statement the server's session runs; its result as an Arrow table. */
+  async sql(text: string): Promise<Table> {
+    const response = await this.send("POST", "/v1/sql", { body: { sql: text }, accept: ARROW_STREAM });
+    return tableFromIPC(new Uint8Array(await response.arrayBuffer()));
+  }
+}
+
+/** A connection to the REST API of `dfmv serve` at `url`. */
+export function connect(url: string, options: ConnectOptions = {}): Connection {
+  return new Connection(url, options);
+}
+
+// ---- views ----------------------------------------------------------------
+
+/** A materialized view on the server; its fields as last described. */
+export class MaterializedView {
+  readonly #connection: Connection;
+  #state: Description;
+
+  /** @internal */
+  constructor(connection: Connection, state: Description) {
+    this.#connection = connection;
+    this.#state = state;
+  }
+
+  get name(): string { return this.#state.name; }
+  /** Catalog and schema. */
+  get namespace(): string[] { return this.#state.namespace; }
+  get query(): string { return this.#state.query; }
+  get columns(): Column[] { return this.#state.columns; }
+  get populated(): boolean { return this.#state.populated; }
+  /** `fresh`, `stale` or `unknown`, when last described. */
+  get freshness(): string { return this.#state.freshness; }
+  get changedSources(): string[] { return this.#state.changed_sources ?? []; }
+  get rowCount(): number | null { return this.#state.row_count; }
+  get sizeBytes(): number | null { return this.#state.size_bytes; }
+  get lastRefreshed(): Date | null {
+    return this.#state.last_refreshed ? new Date(this.#state.last_refreshed) : null;
+  }
+  get version(): number { return this.#state.version; }
+
+  /** Reads the definition and state again. */
+  async reload(): Promise<this> {
+    const response = await this.#connection.viewRequest(this.name, this.namespace, "describe");
+    this.#state = (await response.json()) as Description;
+    return this;
+  }
+
+  /** Submits REFRESH MATERIALIZED VIEW. */
+  async refreshAsync(options: RefreshOptions = {}): Promise<Job<RefreshResult>> {
+    const body: Record<string, unknown> = { full: options.full ?? false, cascade: options.cascade ?? false };
+    if (options.sourceVersion !== undefined) body.source_version = options.sourceVersion;
+    const response = await this.#connection.viewRequest(this.name, this.namespace, "refresh", body);
+    const { job_id } = (await response.json()) as { job_id: string };
+    return new Job(this.#connection, job_id, (r) => refreshResult(r as Record<string, unknown>));
+  }
+
+  /** REFRESH MATERIALIZED VIEW, waiting for it; then reloads this handle. */
+  async refresh(options: RefreshOptions = {}): Promise<RefreshResult> {
+    const result = await (await this.refreshAsync(options)).wait();
+    await this.reload();
+    return result;
+  }
+
+  /** The view's rows (`filter` is a SQL condition). */
+  async toArrow(options: { columns?: string[]; filter?: string; limit?: number } = {}): Promise<Table> {
+    const select = options.columns ? options.columns.map(quoteIdent).join(", ") : "*";
+    const table = [...this.namespace, this.name].map(quoteIdent).join(".");
+    let text = `SELECT ${select} FROM ${table}`;
+    if (options.filter !== undefined) text += ` WHERE ${options.filter}`;
+    if (options.limit !== undefined) text += ` LIMIT ${Math.trunc(options.limit)}`;
+    return this.#connection.sql(text);
+  }
+}
+
+// ---- jobs -----------------------------------------------------------------
+
+/** A job on the server: a CREATE population or a REFRESH. */
+export class Job<T> {
+  readonly #connection: Connection;
+  readonly #convert: (result: unknown) => T;
+  #result?: T;
+
+  /** @internal */
+  constructor(connection: Connection, readonly jobId: string | null, convert: (result: unknown) => T) {
+    this.#connection = connection;
+    this.#convert = convert;
+  }
+
+  /** @internal A job the server did at once (no id). */
+  static finished<T>(connection: Connection, result: T): Job<T> {
+    const job = new Job<T>(connection, null, () => result);
+    job.#result = result;
+    return job;
+  }
+
+  /** The job's description. */
+  async status(): Promise<JobStatus> {
+    if (this.jobId === null) return { job_id: null, job_state: "DONE", result: null, failure: null };
+    return this.#connection.json<JobStatus>("POST", "/v1/jobs/describe", { body: { job_id: this.jobId } });
+  }
+
+  async done(): Promise<boolean> {
+    return (await this.status()).job_state !== "IN_PROGRESS";
+  }
+
+  /** Cancels the job if it still runs; the view keeps its previous data. */
+  async cancel(): Promise<JobStatus> {
+    if (this.jobId === null) return this.status();
+    return this.#connection.json<JobStatus>("POST", "/v1/jobs/cancel", { body: { job_id: this.jobId } });
+  }
+
+  /** Waits for the job: its result, or {@link JobFailed}; an Error after `timeoutMs`. */
+  async wait(timeoutMs?: number): Promise<T> {
+    if (this.jobId === null) return this.#result as T;
+    const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+    for (let delay = FIRST_POLL_MS; ; delay = Math.min(delay * 1.5, MAX_POLL_MS)) {
+      const state = await this.status();
+      if (state.job_state === "DONE") return this.#convert(state.result);
+      if (state.job_state !== "IN_PROGRESS") throw new JobFailed(this.jobId, state.job_state, state.failure);
+      let wait = delay;
+      if (deadline !== undefined) {
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`job ${this.jobId} still runs after ${timeoutMs} ms`);
+        wait = Math.min(wait, left);
+      }
+      await sleep(wait);
+    }
+  }
+}
