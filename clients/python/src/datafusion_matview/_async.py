@@ -200,15 +200,17 @@ class AsyncJob(Generic[T]):
     async def status(self) -> dict[str, Any]:
         if self.job_id is None:
             return {"job_id": None, "job_state": "DONE", "result": None, "failure": None}
-        return await self._connection._json(_core.job_call("describe", self.job_id))
+        state: dict[str, Any] = await self._connection._json(_core.job_call("describe", self.job_id))
+        return state
 
     async def done(self) -> bool:
-        return (await self.status())["job_state"] != "IN_PROGRESS"
+        return bool((await self.status())["job_state"] != "IN_PROGRESS")
 
     async def cancel(self) -> dict[str, Any]:
         if self.job_id is None:
             return await self.status()
-        return await self._connection._json(_core.job_call("cancel", self.job_id))
+        state: dict[str, Any] = await self._connection._json(_core.job_call("cancel", self.job_id))
+        return state
 
     async def wait(self, timeout: float | None = None) -> T:
         """Waits for the job; its result, or :class:`JobFailed`; ``TimeoutError`` after ``timeout`` s."""

@@ -196,16 +196,18 @@ class Job(Generic[T]):
         CANCELLED), ``result``, ``failure``..."""
         if self.job_id is None:
             return {"job_id": None, "job_state": "DONE", "result": None, "failure": None}
-        return self._connection._json(_core.job_call("describe", self.job_id))
+        state: dict[str, Any] = self._connection._json(_core.job_call("describe", self.job_id))
+        return state
 
     def done(self) -> bool:
-        return self.status()["job_state"] != "IN_PROGRESS"
+        return bool(self.status()["job_state"] != "IN_PROGRESS")
 
     def cancel(self) -> dict[str, Any]:
         """Cancels the job if it still runs; the view keeps its previous data."""
         if self.job_id is None:
             return self.status()
-        return self._connection._json(_core.job_call("cancel", self.job_id))
+        state: dict[str, Any] = self._connection._json(_core.job_call("cancel", self.job_id))
+        return state
 
     def wait(self, timeout: float | None = None) -> T:
         """Waits for the job; its result, or :class:`JobFailed`; ``TimeoutError`` after ``timeout`` s."""
