@@ -80,7 +80,8 @@ pub(crate) fn document() -> Value {
                 "RefreshResult": { "type": "object", "properties": {
                     "view": { "type": "string" }, "mode": { "enum": ["no_op", "incremental", "full"] },
                     "rows_written": { "type": "integer" }, "rows_deleted": { "type": "integer" },
-                    "detail": { "type": "string" }, "source_version": { "type": "integer" },
+                    "detail": { "type": "string" },
+                    "source_version": { "type": "integer", "description": "the catalog index version the refresh started from (the views and tables that existed); view snapshots have their own per-view versions" },
                     "version": { "type": "integer" },
                     "upstream": { "type": "array", "items": { "type": "object" } } } },
                 "Job": { "type": "object", "properties": {
