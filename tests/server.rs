@@ -1203,3 +1203,71 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
     let names = session.list_views(None, None, 1000).await.unwrap();
     assert_eq!(names.len(), expected.len());
 }
+
+/// A burst beyond `max_jobs` is refused with 503 (nothing queued, nothing
+/// changed), and the server takes jobs again once the queue drains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_a_full_job_queue_answers_503_and_recovers() {
+    let server = TestServer::start(ServerOptions {
+        max_jobs: 1,
+        max_running_jobs: 1,
+        ..rest_only()
+    })
+    .await;
+    server
+        .rows("CREATE TABLE big AS SELECT * FROM generate_series(1, 3000) AS t(x)")
+        .await;
+    let (status, slow) = server
+        .post(
+            "/v1/materialized_view/slow/create",
+            json!({ "query": "SELECT sum(a.x * b.x + c.x) AS n FROM big a, big b, big c" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{slow}");
+    let (status, error) = server
+        .post(
+            "/v1/materialized_view/quick/create",
+            json!({ "query": "SELECT 1 AS one" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{error}");
+    assert_eq!(error["code"], "job_queue_full");
+    assert_eq!(error["retryable"], true);
+    let (_, jobs) = server.post("/v1/jobs/list", json!({})).await;
+    assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1, "{jobs}");
+    let (status, cancelled) = server
+        .post("/v1/jobs/cancel", json!({ "job_id": slow["job_id"] }))
+        .await;
+    assert_eq!(
+        (status, &cancelled["job_state"]),
+        (StatusCode::OK, &json!("CANCELLED"))
+    );
+    // The cancelled CREATE left no view, and the queue has room again.
+    let (status, _) = server
+        .post("/v1/materialized_view/slow/describe", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let mut accepted = None;
+    for _ in 0..200 {
+        let (status, job) = server
+            .post(
+                "/v1/materialized_view/quick/create",
+                json!({ "query": "SELECT 1 AS one" }),
+            )
+            .await;
+        if status == StatusCode::ACCEPTED {
+            accepted = Some(job);
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{job}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let job = accepted.expect("the queue took a job again");
+    let done = server.wait(job["job_id"].as_str().unwrap()).await;
+    assert_eq!(done["job_state"], "DONE", "{done}");
+    assert_eq!(
+        server.rows("SELECT one FROM quick").await,
+        json!([{ "one": 1 }])
+    );
+    server.stop().await;
+}
