@@ -253,6 +253,18 @@ impl FlightSql {
         }
     }
 
+    /// The answer to a metadata listing's `GetFlightInfo`: its schema, and
+    /// a ticket that is the command itself (the listing runs on fetch).
+    fn metadata_info(
+        &self,
+        request: Request<FlightDescriptor>,
+        ticket: Ticket,
+        schema: &Schema,
+    ) -> std::result::Result<Response<FlightInfo>, Status> {
+        self.check(request.metadata())?;
+        Ok(Response::new(info(schema, ticket, request.into_inner())?))
+    }
+
     /// Keeps `df` for one fetch; answers its ticket.
     fn keep(&self, df: DataFrame) -> Ticket {
         let handle = uuid::Uuid::new_v4().to_string();
@@ -561,10 +573,8 @@ impl FlightSqlService for FlightSql {
         query: CommandGetCatalogs,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        self.check(request.metadata())?;
         let ticket = Ticket::new(query.as_any().encode_to_vec());
-        let schema = query.into_builder().schema();
-        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+        self.metadata_info(request, ticket, &query.into_builder().schema())
     }
 
     async fn do_get_catalogs(
@@ -585,10 +595,8 @@ impl FlightSqlService for FlightSql {
         query: CommandGetDbSchemas,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        self.check(request.metadata())?;
         let ticket = Ticket::new(query.as_any().encode_to_vec());
-        let schema = query.into_builder().schema();
-        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+        self.metadata_info(request, ticket, &query.into_builder().schema())
     }
 
     async fn do_get_schemas(
@@ -614,10 +622,8 @@ impl FlightSqlService for FlightSql {
         query: CommandGetTables,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        self.check(request.metadata())?;
         let ticket = Ticket::new(query.as_any().encode_to_vec());
-        let schema = query.into_builder().schema();
-        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+        self.metadata_info(request, ticket, &query.into_builder().schema())
     }
 
     async fn do_get_tables(
@@ -684,13 +690,8 @@ impl FlightSqlService for FlightSql {
         query: CommandGetTableTypes,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        self.check(request.metadata())?;
         let ticket = Ticket::new(query.as_any().encode_to_vec());
-        Ok(Response::new(info(
-            &table_types_schema(),
-            ticket,
-            request.into_inner(),
-        )?))
+        self.metadata_info(request, ticket, &table_types_schema())
     }
 
     async fn do_get_table_types(
@@ -711,10 +712,8 @@ impl FlightSqlService for FlightSql {
         query: CommandGetSqlInfo,
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
-        self.check(request.metadata())?;
         let ticket = Ticket::new(query.as_any().encode_to_vec());
-        let schema = query.into_builder(&SQL_INFO).schema();
-        Ok(Response::new(info(&schema, ticket, request.into_inner())?))
+        self.metadata_info(request, ticket, &query.into_builder(&SQL_INFO).schema())
     }
 
     async fn do_get_sql_info(
