@@ -155,8 +155,9 @@ impl Shared {
 pub struct Server {
     shared: Shared,
     http: TcpListener,
+    http_addr: SocketAddr,
     #[cfg(feature = "flight-sql")]
-    flight: Option<TcpListener>,
+    flight: Option<(TcpListener, SocketAddr)>,
 }
 
 impl Server {
@@ -176,16 +177,18 @@ impl Server {
             what: format!("listen on {addr}"),
             reason: e.to_string(),
         };
-        let http = TcpListener::bind(options.http)
-            .await
-            .map_err(|e| bind_error(options.http, e))?;
+        // The bound address (with the port a port 0 got).
+        let listen = |addr: SocketAddr| async move {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|e| bind_error(addr, e))?;
+            let bound = listener.local_addr().map_err(|e| bind_error(addr, e))?;
+            Ok::<_, Error>((listener, bound))
+        };
+        let (http, http_addr) = listen(options.http).await?;
         #[cfg(feature = "flight-sql")]
         let flight = match options.flight_sql {
-            Some(addr) => Some(
-                TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| bind_error(addr, e))?,
-            ),
+            Some(addr) => Some(listen(addr).await?),
             None => None,
         };
         #[cfg(not(feature = "flight-sql"))]
@@ -207,6 +210,7 @@ impl Server {
                 prepare,
             },
             http,
+            http_addr,
             #[cfg(feature = "flight-sql")]
             flight,
         })
@@ -214,18 +218,14 @@ impl Server {
 
     /// Where the REST API listens.
     pub fn http_addr(&self) -> SocketAddr {
-        self.http
-            .local_addr()
-            .expect("a bound listener has an address")
+        self.http_addr
     }
 
     /// Where Flight SQL listens, if it does.
     pub fn flight_sql_addr(&self) -> Option<SocketAddr> {
         #[cfg(feature = "flight-sql")]
         {
-            self.flight
-                .as_ref()
-                .map(|l| l.local_addr().expect("a bound listener has an address"))
+            self.flight.as_ref().map(|(_, addr)| *addr)
         }
         #[cfg(not(feature = "flight-sql"))]
         None
@@ -245,7 +245,7 @@ impl Server {
         #[cfg(feature = "flight-sql")]
         let flight = {
             let flight_stop = stop.clone();
-            let listener = self.flight;
+            let listener = self.flight.map(|(listener, _)| listener);
             let shared = self.shared.clone();
             async move {
                 match listener {
