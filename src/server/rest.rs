@@ -158,12 +158,6 @@ fn object_name(parts: &[String]) -> ObjectName {
     )
 }
 
-/// The name as messages show it (the shortest that means it).
-fn display(shared: &Shared, name: &QualifiedName) -> String {
-    let (catalog, schema) = crate::sql::defaults(shared.session.context());
-    name.short(&catalog, &schema)
-}
-
 fn id_of(name: &QualifiedName, delimiter: &str) -> String {
     [name.catalog.as_str(), &name.schema, &name.name].join(delimiter)
 }
@@ -348,7 +342,7 @@ async fn refresh(
         .map_err(ApiError::from)?;
     if index.view(&name).is_none() {
         return Err(Error::NotFound {
-            name: display(&shared, &name),
+            name: shared.session.display(&name),
         }
         .into());
     }

@@ -67,13 +67,7 @@ impl MatviewSession {
                 name: display.clone(),
             })?;
         let view = &state.view;
-        let defaults = self
-            .views_created_under
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let fingerprinter = Fingerprinter::new(self.ctx.state(), &self.catalog, defaults);
-        let freshness = fingerprinter.freshness(view).await?;
+        let freshness = self.fingerprinter().freshness(view).await?;
         let (catalog, schema) = self.defaults();
         let columns = view
             .definition

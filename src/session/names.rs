@@ -29,7 +29,9 @@ impl MatviewSession {
         reference.clone().resolve(&catalog, &schema).into()
     }
 
-    pub(super) fn display(&self, name: &QualifiedName) -> String {
+    /// `name` as messages show it: the shortest form that means it under
+    /// the session's default catalog and schema.
+    pub fn display(&self, name: &QualifiedName) -> String {
         let (catalog, schema) = self.defaults();
         name.short(&catalog, &schema)
     }
