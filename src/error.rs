@@ -155,6 +155,20 @@ pub enum Error {
         supported: u32,
     },
 
+    /// A refresh was asked to read a source materialized view at a
+    /// version of its log that it cannot read.
+    #[error(
+        "cannot read materialized view \"{name}\" at version {version}: {reason}\nHINT: Describe the view for its current version, or refresh without pinning it."
+    )]
+    SourceVersionUnavailable {
+        /// The source view.
+        name: String,
+        /// The version asked for.
+        version: u64,
+        /// Why it cannot be read.
+        reason: String,
+    },
+
     /// Another writer committed a change that collides with this one.
     /// Retrying the statement is safe.
     #[error(

@@ -10,7 +10,7 @@
 //! (in-memory tables, custom providers) make freshness `unknown`.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use datafusion::catalog::CatalogProviderList;
 use datafusion::common::config::{ConfigField, Visit};
@@ -28,7 +28,9 @@ use sha2::{Digest, Sha256};
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::resolve::{registered, sources_of};
-use crate::spec::{FileFingerprint, Fingerprint, QualifiedName, SourceFingerprint, ViewEntry};
+use crate::spec::{
+    FileFingerprint, Fingerprint, QualifiedName, SourceFingerprint, ViewEntry, ViewVersion,
+};
 
 /// How deep plain views may nest before fingerprinting gives up.
 const MAX_DEPTH: usize = 32;
@@ -70,6 +72,11 @@ pub(crate) struct Fingerprinter<'a> {
     catalog: &'a Catalog,
     /// Defaults each plain view was created under (else the session's).
     view_defaults: HashMap<QualifiedName, (String, String)>,
+    /// Materialized views to fingerprint at a given state rather than
+    /// their latest (see [`Self::with_pins`]).
+    pins: HashMap<QualifiedName, Arc<ViewVersion>>,
+    /// The version of each materialized view fingerprinted.
+    read: Mutex<BTreeMap<QualifiedName, u64>>,
 }
 
 impl<'a> Fingerprinter<'a> {
@@ -83,7 +90,22 @@ impl<'a> Fingerprinter<'a> {
             state,
             catalog,
             view_defaults,
+            pins: HashMap::new(),
+            read: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Fingerprints each view of `pins` at the state given there (what a
+    /// refresh that reads it pinned reads) instead of its latest.
+    pub(crate) fn with_pins(mut self, pins: HashMap<QualifiedName, Arc<ViewVersion>>) -> Self {
+        self.pins = pins;
+        self
+    }
+
+    /// The materialized views fingerprinted so far (also under plain
+    /// views), each with the version of its log that was read.
+    pub(crate) fn versions_read(&self) -> BTreeMap<QualifiedName, u64> {
+        self.read.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The fingerprints of `sources`, now.
@@ -123,7 +145,15 @@ impl<'a> Fingerprinter<'a> {
         depth: usize,
     ) -> BoxFuture<'a, Result<Fingerprint>> {
         Box::pin(async move {
-            if let Some(state) = self.catalog.view(name).await? {
+            let state = match self.pins.get(name) {
+                Some(state) => Some(Arc::clone(state)),
+                None => self.catalog.view(name).await?,
+            };
+            if let Some(state) = state {
+                self.read
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.clone(), state.version);
                 let view = &state.view;
                 return Ok(Fingerprint::Snapshot {
                     definition: view.id.clone(),

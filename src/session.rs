@@ -2,7 +2,7 @@
 //! materialized-view statements. The only module that knows the parser, the
 //! catalog, refresh and the table provider together.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -245,6 +245,10 @@ pub struct RefreshOutcome {
     pub rows_deleted: u64,
     /// Why this mode: `sources unchanged`, `changed: t`, `first refresh`, ...
     pub detail: String,
+    /// The materialized views the refresh read (directly or through plain
+    /// views), each with the version of its log it read: the latest, or
+    /// the one [`MatviewSession::refresh_at`] pinned.
+    pub source_versions: BTreeMap<QualifiedName, u64>,
 }
 
 impl RefreshOutcome {

@@ -52,6 +52,9 @@ pub struct MaterializedViewTable {
     display_name: String,
     schema: SchemaRef,
     definition: String,
+    /// Whether scans read `state` as it is instead of the latest state
+    /// (see [`Self::at`]).
+    fixed: bool,
 }
 
 impl MaterializedViewTable {
@@ -77,11 +80,25 @@ impl MaterializedViewTable {
             state: RwLock::new(state),
             display_name,
             definition,
+            fixed: false,
+        }
+    }
+
+    /// A provider that reads `state` only, never a newer one: a source
+    /// view held at one version of its log for a refresh (see
+    /// [`Catalog::view_at`]).
+    pub fn at(catalog: Arc<Catalog>, state: Arc<ViewVersion>, display_name: String) -> Self {
+        Self {
+            fixed: true,
+            ..Self::new(catalog, state, display_name)
         }
     }
 
     /// Reads the view's latest state (see [`Catalog::view`]) and keeps it.
     pub async fn latest(&self) -> Result<Arc<ViewVersion>, Error> {
+        if self.fixed {
+            return Ok(self.state());
+        }
         let state = self
             .catalog
             .view(&self.name)
@@ -108,6 +125,9 @@ impl MaterializedViewTable {
     /// Keeps `state` as the one last read (a newer state of the same
     /// definition).
     pub(crate) fn set_state(&self, state: Arc<ViewVersion>) {
+        if self.fixed {
+            return;
+        }
         let mut guard = self.state.write().unwrap_or_else(|e| e.into_inner());
         if state.version >= guard.version || state.view.id != guard.view.id {
             *guard = state;
@@ -310,7 +330,11 @@ impl TableProvider for MaterializedViewTable {
         _filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let snapshot = self.latest_snapshot().await?;
+        let snapshot = if self.fixed {
+            self.snapshot()?
+        } else {
+            self.latest_snapshot().await?
+        };
         scan_snapshot(
             &self.catalog,
             &snapshot,

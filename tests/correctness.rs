@@ -553,3 +553,171 @@ async fn a_file_that_was_empty_counts_as_appended_when_written() {
         assert_eq!(stored, now, "{view}");
     }
 }
+
+fn refresh_statement(
+    view: &str,
+    cascade: bool,
+) -> datafusion_matview::sql::RefreshMaterializedView {
+    use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
+    datafusion_matview::sql::RefreshMaterializedView {
+        name: ObjectName::from(vec![Ident::new(view)]),
+        full: false,
+        cascade,
+    }
+}
+
+fn public(name: &str) -> datafusion_matview::spec::QualifiedName {
+    datafusion_matview::spec::QualifiedName::new("datafusion", "public", name)
+}
+
+/// A refresh pinned to a source view's version reads that version's
+/// snapshot, says so, and leaves the view stale against the source's
+/// latest; a version that is not there, past retention, of a table, or of
+/// a view not read fails with what to do, changing nothing (issue 15).
+#[tokio::test]
+async fn a_refresh_pinned_to_a_source_version_reads_that_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("t");
+    std::fs::create_dir(&data).unwrap();
+    write_numbers(&data.join("a.csv"), 1..=3);
+    let s = open(&dir.path().join("catalog")).await;
+    rows(
+        &s,
+        &format!(
+            "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
+            data.display()
+        ),
+    )
+    .await;
+    rows(&s, "CREATE MATERIALIZED VIEW base AS SELECT n FROM t").await;
+    rows(&s, "CREATE MATERIALIZED VIEW other AS SELECT n FROM t").await;
+    rows(
+        &s,
+        "CREATE MATERIALIZED VIEW top AS SELECT sum(n) AS s FROM base",
+    )
+    .await;
+    write_numbers(&data.join("b.csv"), 4..=5);
+    refresh(&s, "base").await;
+    refresh(&s, "top").await;
+    assert_eq!(count(&s, "SELECT s FROM top").await, 15);
+
+    let pins = [(public("base"), 1)].into_iter().collect();
+    let outcomes = s
+        .refresh_at(&refresh_statement("top", false), &pins)
+        .await
+        .unwrap();
+    let [outcome] = outcomes.as_slice() else {
+        panic!("{outcomes:?}")
+    };
+    assert_eq!(count(&s, "SELECT s FROM top").await, 6);
+    assert_eq!(outcome.source_versions, pins);
+    assert_eq!(outcome.mode.as_str(), "full");
+    assert_eq!(
+        outcome.detail,
+        "changed: base; base: 1 file(s) removed; rows cannot be taken back out of an aggregate; read base at version 1"
+    );
+    assert_eq!(freshness(&s, "top").await, "stale");
+    // Pinned to what it already read: nothing to do.
+    let again = s
+        .refresh_at(&refresh_statement("top", false), &pins)
+        .await
+        .unwrap();
+    assert_eq!(again[0].mode.as_str(), "no_op", "{again:?}");
+    // Unpinned, it reads the latest again: only the file base gained since.
+    let latest = s.refresh(&refresh_statement("top", false)).await.unwrap();
+    assert_eq!(latest[0].mode.as_str(), "incremental", "{latest:?}");
+    assert_eq!(
+        latest[0].source_versions,
+        [(public("base"), 2)].into_iter().collect()
+    );
+    assert_eq!(count(&s, "SELECT s FROM top").await, 15);
+    assert_eq!(freshness(&s, "top").await, "fresh");
+
+    let version_before = common_version(&s, "top").await;
+    let fails = |pins: Vec<(&'static str, u64)>, cascade: bool| {
+        let s = &s;
+        async move {
+            let pins = pins.into_iter().map(|(n, v)| (public(n), v)).collect();
+            s.refresh_at(&refresh_statement("top", cascade), &pins)
+                .await
+                .unwrap_err()
+                .to_string()
+        }
+    };
+    assert_eq!(
+        fails(vec![("base", 3)], false).await,
+        "cannot read materialized view \"base\" at version 3: its versions are 1 to 2\n\
+         HINT: Describe the view for its current version, or refresh without pinning it."
+    );
+    assert_eq!(
+        fails(vec![("t", 1)], false).await,
+        "cannot read \"t\" at version 1: only materialized views have versions (a table's files do not)"
+    );
+    assert_eq!(
+        fails(vec![("other", 1)], false).await,
+        "cannot read materialized view \"other\" at version 1: materialized view \"top\" does not read it\n\
+         HINT: Describe the view for its current version, or refresh without pinning it."
+    );
+    assert_eq!(
+        fails(vec![("base", 1)], true).await,
+        "REFRESH MATERIALIZED VIEW top CASCADE cannot read pinned source versions: the cascade refreshes those sources first"
+    );
+    assert_eq!(common_version(&s, "top").await, version_before);
+    assert_eq!(count(&s, "SELECT s FROM top").await, 15);
+
+    // A full refresh of base retires the files of its version 1; within
+    // the retention window they are still read.
+    rows(&s, "REFRESH MATERIALIZED VIEW base FULL").await;
+    s.refresh_at(&refresh_statement("top", false), &pins)
+        .await
+        .unwrap();
+    assert_eq!(count(&s, "SELECT s FROM top").await, 6);
+    // With no retention, the retired snapshot may go at any moment: it is
+    // not read even though its files are still there.
+    let strict = MatviewSession::open_with_options(
+        SessionContext::new(),
+        &dir.path().join("catalog").display().to_string(),
+        MatviewOptions {
+            remember_relations: true,
+            retention: std::time::Duration::ZERO,
+            cleanup_after_commit: false,
+        },
+    )
+    .await
+    .unwrap();
+    let error = strict
+        .refresh_at(&refresh_statement("top", false), &pins)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.starts_with("cannot read materialized view \"base\" at version 1: its data file ")
+            && error.contains(" is past the retention window (0s)"),
+        "{error}"
+    );
+    // A retired file that is gone is named.
+    let old = s
+        .catalog()
+        .view_at(&public("base"), "base", 1)
+        .await
+        .unwrap();
+    let file = &old.view.snapshot.as_ref().unwrap().files[0].path;
+    std::fs::remove_file(dir.path().join("catalog").join(file)).unwrap();
+    let error = s
+        .refresh_at(&refresh_statement("top", false), &pins)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        error,
+        format!(
+            "cannot read materialized view \"base\" at version 1: its data file {file} was removed\n\
+             HINT: Describe the view for its current version, or refresh without pinning it."
+        )
+    );
+    assert_eq!(count(&s, "SELECT s FROM top").await, 6);
+}
+
+async fn common_version(s: &MatviewSession, view: &str) -> u64 {
+    s.describe(&public(view)).await.unwrap().version
+}

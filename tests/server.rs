@@ -422,6 +422,100 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_refresh_reads_a_source_view_at_a_pinned_version() {
+    let server = TestServer::start(rest_only()).await;
+    server
+        .job(
+            "/v1/materialized_view/base/create",
+            json!({ "query": "SELECT region, amount FROM orders" }),
+        )
+        .await;
+    server
+        .job(
+            "/v1/materialized_view/top/create",
+            json!({ "query": "SELECT sum(amount) AS total FROM base" }),
+        )
+        .await;
+    std::fs::write(
+        server.dir.path().join("src/feb.csv"),
+        "region,amount\neast,7\n",
+    )
+    .unwrap();
+    let base = server
+        .job("/v1/materialized_view/base/refresh", json!({}))
+        .await;
+    assert_eq!(base["version"], 2, "{base}");
+    assert_eq!(base["source_versions"], json!({}), "a table has no version");
+    let top = server
+        .job("/v1/materialized_view/top/refresh", json!({}))
+        .await;
+    assert_eq!(
+        top["source_versions"],
+        json!({ "datafusion$public$base": 2 })
+    );
+    assert_eq!(
+        server.rows("SELECT total FROM top").await,
+        json!([{ "total": 24 }])
+    );
+
+    // Read base as its version 1 had it.
+    let pinned = server
+        .job(
+            "/v1/materialized_view/top/refresh",
+            json!({ "source_version": { "base": 1 } }),
+        )
+        .await;
+    assert_eq!(
+        pinned["source_versions"],
+        json!({ "datafusion$public$base": 1 })
+    );
+    assert_eq!(pinned["version"], 3);
+    assert!(
+        pinned["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("; read base at version 1"),
+        "{pinned}"
+    );
+    assert_eq!(
+        server.rows("SELECT total FROM top").await,
+        json!([{ "total": 17 }])
+    );
+    let (_, view) = server
+        .post("/v1/materialized_view/top/describe", json!({}))
+        .await;
+    assert_eq!(view["freshness"], "stale", "{view}");
+    assert_eq!(view["changed_sources"], json!(["base"]), "{view}");
+
+    // A view it does not read cannot be pinned: the job fails and says why.
+    server
+        .job(
+            "/v1/materialized_view/other/create",
+            json!({ "query": "SELECT 1 AS one" }),
+        )
+        .await;
+    let (status, answer) = server
+        .post(
+            "/v1/materialized_view/top/refresh",
+            json!({ "source_version": { "other": 1 } }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+    let job = server.wait(answer["job_id"].as_str().unwrap()).await;
+    assert_eq!(job["job_state"], "FAILED", "{job}");
+    assert_eq!(
+        job["failure"]["message"],
+        "cannot read materialized view \"other\" at version 1: materialized view \"top\" does not read it\nHINT: Describe the view for its current version, or refresh without pinning it.",
+        "{job}"
+    );
+    assert_eq!(job["spec"]["source_version"], json!({ "other": 1 }));
+    assert_eq!(
+        server.rows("SELECT total FROM top").await,
+        json!([{ "total": 17 }])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rest_errors_have_the_right_status_and_change_nothing() {
     let server = TestServer::start(ServerOptions {
         max_body_bytes: 4096,
@@ -527,14 +621,38 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         .post("/v1/materialized_view/orders/refresh", json!({}))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
-    let (status, error) = server
-        .post(
-            "/v1/materialized_view/v/refresh",
-            json!({ "source_version": 3 }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(error["code"], "feature_not_supported");
+    for (pins, code, message) in [
+        (
+            json!(3),
+            "feature_not_supported",
+            "source_version must name each source materialized view with the version of its own log, e.g. {\"analytics$daily\": 7}: each view commits to its own log, so no single catalog version names the snapshots of several views",
+        ),
+        (
+            json!({ "orders": 1 }),
+            "feature_not_supported",
+            "cannot read \"orders\" at version 1: only materialized views have versions (a table's files do not)",
+        ),
+        (
+            json!({ "v": 9 }),
+            "invalid_parameter_value",
+            "cannot read materialized view \"v\" at version 9: its versions are 1 to 1",
+        ),
+        (
+            json!({ "v": "latest" }),
+            "invalid_parameter_value",
+            "source_version of \"v\" must be a version number, not \"latest\"",
+        ),
+    ] {
+        let (status, error) = server
+            .post(
+                "/v1/materialized_view/v/refresh",
+                json!({ "source_version": pins }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+        assert_eq!(error["code"], code, "{error}");
+        assert_eq!(error["error"], message, "{error}");
+    }
     let (status, error) = server
         .post("/v1/materialized_view/orders/drop", json!({}))
         .await;

@@ -2,6 +2,8 @@
 //! committing a change to one view (a refresh) without touching the index
 //! or any other view.
 
+use std::collections::BTreeSet;
+
 use super::*;
 
 /// One view log and what this process last read of it.
@@ -161,6 +163,110 @@ impl Catalog {
             return Ok(self.legacy_view(name));
         }
         self.load_view_log(&entry.slot).await.map(Some)
+    }
+
+    /// View `name` as version `version` of its log left it, for a refresh
+    /// that reads it there rather than at its latest state. Fails with
+    /// [`Error::SourceVersionUnavailable`] unless that version was
+    /// committed, had data, and its files are still retained: each one is
+    /// in the latest snapshot or retired less than the retention window
+    /// ago (and present).
+    pub async fn view_at(
+        &self,
+        name: &QualifiedName,
+        display: &str,
+        version: u64,
+    ) -> Result<Arc<ViewVersion>> {
+        let unavailable = |reason: String| Error::SourceVersionUnavailable {
+            name: display.to_owned(),
+            version,
+            reason,
+        };
+        let Some(latest) = self.view(name).await? else {
+            return Err(Error::NotFound {
+                name: display.to_owned(),
+            });
+        };
+        if self.index().view(name).is_some_and(|e| e.slot.is_empty()) {
+            return Err(unavailable(
+                "the catalog is in format 1, which keeps no per-view versions; its next commit moves it to format 2".into(),
+            ));
+        }
+        if version == 0 || version > latest.version {
+            return Err(unavailable(format!(
+                "its versions are 1 to {}",
+                latest.version
+            )));
+        }
+        let state = if version == latest.version {
+            latest.clone()
+        } else {
+            let slot = self
+                .index()
+                .view(name)
+                .map(|e| e.slot.clone())
+                .unwrap_or_default();
+            let log = self.view_log(&slot);
+            let Some(bytes) = log.log.get(version).await? else {
+                return Err(unavailable(
+                    "that version is older than the retention window and was removed".into(),
+                ));
+            };
+            Arc::new(parse_view_version(
+                &log.log.display(&log.log.version_path(version)),
+                &bytes,
+                version,
+            )?)
+        };
+        let Some(snapshot) = &state.view.snapshot else {
+            return Err(unavailable("it had not been populated then".into()));
+        };
+        let current: BTreeSet<&str> = latest
+            .view
+            .snapshot
+            .iter()
+            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+            .collect();
+        let now = Utc::now();
+        let mut older = vec![];
+        for file in snapshot
+            .files
+            .iter()
+            .filter(|f| !current.contains(f.path.as_str()))
+        {
+            let dir = file.path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            let retired_at = latest
+                .retired
+                .iter()
+                .filter(|r| r.dir == dir && (r.files.is_empty() || r.files.contains(&file.path)))
+                .filter_map(|r| r.retired_at)
+                .min();
+            match retired_at {
+                Some(at) if self.expiry(at) > now => older.push(file.path.clone()),
+                _ => {
+                    return Err(unavailable(format!(
+                        "its data file {} is past the retention window ({}s)",
+                        file.path,
+                        self.retention.as_secs()
+                    )));
+                }
+            }
+        }
+        let heads = older.into_iter().map(|path| async move {
+            match self.store.head(&self.path(&path)).await {
+                Ok(_) => Ok(None),
+                Err(object_store::Error::NotFound { .. }) => Ok(Some(path)),
+                Err(e) => Err(Error::from(e)),
+            }
+        });
+        let missing: Vec<Option<String>> = futures::stream::iter(heads)
+            .buffered(16)
+            .try_collect()
+            .await?;
+        if let Some(path) = missing.into_iter().flatten().next() {
+            return Err(unavailable(format!("its data file {path} was removed")));
+        }
+        Ok(state)
     }
 
     /// [`Self::view`]'s entry alone.

@@ -105,6 +105,9 @@ fn classify(e: &Error) -> (StatusCode, &'static str, bool) {
             false,
         ),
         Error::NotSupported(_) => (S::BAD_REQUEST, "feature_not_supported", false),
+        Error::SourceVersionUnavailable { .. } => {
+            (S::BAD_REQUEST, "invalid_parameter_value", false)
+        }
         Error::ReadOnly { .. } | Error::ReadOnlyCatalog { .. } => {
             (S::FORBIDDEN, "read_only_sql_transaction", false)
         }

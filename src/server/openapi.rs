@@ -82,6 +82,8 @@ pub(crate) fn document() -> Value {
                     "rows_written": { "type": "integer" }, "rows_deleted": { "type": "integer" },
                     "detail": { "type": "string" },
                     "source_version": { "type": "integer", "description": "the catalog index version the refresh started from (the views and tables that existed); view snapshots have their own per-view versions" },
+                    "source_versions": { "type": "object", "additionalProperties": { "type": "integer" },
+                        "description": "each materialized view the refresh read (by id), with the version of its own log it read" },
                     "version": { "type": "integer" },
                     "upstream": { "type": "array", "items": { "type": "object" } } } },
                 "Job": { "type": "object", "properties": {
@@ -113,7 +115,9 @@ pub(crate) fn document() -> Value {
                 "summary": "REFRESH MATERIALIZED VIEW as a job (its result: RefreshResult)",
                 "parameters": id_parameter("view"),
                 "requestBody": body(json!({ "type": "object", "additionalProperties": false, "properties": {
-                    "full": { "type": "boolean" }, "cascade": { "type": "boolean" } } }), false),
+                    "full": { "type": "boolean" }, "cascade": { "type": "boolean" },
+                    "source_version": { "type": "object", "additionalProperties": { "type": "integer", "minimum": 1 },
+                        "description": "source materialized views (by id) to read at that version of their own log instead of their latest, while retention holds it; not with cascade" } } }), false),
                 "responses": responses(&[("202", ok("the refresh job", reference("JobId")))], &view_errors) } },
             "/v1/materialized_view/{id}/drop": { "post": {
                 "summary": "DROP MATERIALIZED VIEW",

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `POST /v1/materialized_view/{id}/create` `{query, with_no_data?, or_replace?, if_not_exists?, columns?}` | CREATE; the first population runs as a job | `202 {job_id}`; `200` with the description for `with_no_data` (and when IF NOT EXISTS skips) |
 //! | `POST /v1/materialized_view/{id}/describe` | definition and state | `200` [`ViewDescription`](crate::session::ViewDescription) plus `id` |
-//! | `POST /v1/materialized_view/{id}/refresh` `{full?, cascade?}` | REFRESH as a job | `202 {job_id}`; the job's result `{view, mode, rows_written, rows_deleted, detail, source_version, version, upstream}` |
+//! | `POST /v1/materialized_view/{id}/refresh` `{full?, cascade?, source_version?}` | REFRESH as a job | `202 {job_id}`; the job's result `{view, mode, rows_written, rows_deleted, detail, source_version, source_versions, version, upstream}` |
 //! | `POST /v1/materialized_view/{id}/drop` `{cascade?}` | DROP | `200 {dropped: [{id, kind}]}` |
 //! | `GET /v1/namespace/{id}/materialized_view/list?page_token=&limit=` | names, sorted | `{views, page_token}` |
 //! | `POST /v1/jobs/describe {job_id}` | one job | [`JobInfo`](super::jobs::JobInfo) |
@@ -16,6 +16,7 @@
 //! Ids are namespaced with `$` (see [`super::ids`]). Errors are
 //! [`ApiError`] bodies. Bodies are JSON objects with no unknown fields.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use axum::Router;
@@ -316,7 +317,60 @@ struct RefreshBody {
     full: bool,
     #[serde(default)]
     cascade: bool,
-    source_version: Option<u64>,
+    /// `{"<source view id>": <version of its log>, ...}`.
+    source_version: Option<Value>,
+}
+
+/// The source views a refresh body pins, by name: the ids of `value`'s
+/// keys resolved like the route's, each with its version.
+fn pinned_sources(
+    shared: &Shared,
+    value: &Value,
+    query: &IdQuery,
+) -> ApiResult<BTreeMap<QualifiedName, u64>> {
+    let Value::Object(pins) = value else {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "feature_not_supported",
+            "source_version must name each source materialized view with the version of its own log, e.g. {\"analytics$daily\": 7}: each view commits to its own log, so no single catalog version names the snapshots of several views",
+        ));
+    };
+    let mut out = BTreeMap::new();
+    for (id, version) in pins {
+        let (name, _) = view_name(shared, id, query)?;
+        let Some(version) = version.as_u64() else {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_parameter_value",
+                format!("source_version of \"{id}\" must be a version number, not {version}"),
+            ));
+        };
+        out.insert(name, version);
+    }
+    Ok(out)
+}
+
+/// The typed result of one view's refresh, as a refresh job reports it.
+fn refresh_result(
+    outcome: &crate::session::RefreshOutcome,
+    source_version: u64,
+    delimiter: &str,
+) -> Value {
+    let source_versions: serde_json::Map<String, Value> = outcome
+        .source_versions
+        .iter()
+        .map(|(name, version)| (id_of(name, delimiter), json!(version)))
+        .collect();
+    json!({
+        "view": outcome.view,
+        "mode": outcome.mode.as_str(),
+        "rows_written": outcome.rows_written,
+        "rows_deleted": outcome.rows_deleted,
+        "detail": outcome.detail,
+        "source_version": source_version,
+        "source_versions": source_versions,
+        "version": outcome.version,
+    })
 }
 
 async fn refresh(
@@ -327,13 +381,10 @@ async fn refresh(
 ) -> ApiResult<Response> {
     let request: RefreshBody = body(bytes, Some(RefreshBody::default()))?;
     let (name, parts) = view_name(&shared, &id, &query)?;
-    if request.source_version.is_some() {
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "feature_not_supported",
-            "source_version is not supported by this server yet: a refresh reads its sources as they are now",
-        ));
-    }
+    let pins = match &request.source_version {
+        Some(value) => pinned_sources(&shared, value, &query)?,
+        None => BTreeMap::new(),
+    };
     let index = shared
         .session
         .catalog()
@@ -346,12 +397,18 @@ async fn refresh(
         }
         .into());
     }
+    // What can be checked now is answered now; the job checks again.
+    shared.session.source_states(&pins).await?;
     let statement = RefreshMaterializedView {
         name: object_name(&parts),
         full: request.full,
         cascade: request.cascade,
     };
-    let spec = json!({ "id": id, "full": request.full, "cascade": request.cascade });
+    let delimiter = query.delimiter().to_owned();
+    let mut spec = json!({ "id": id, "full": request.full, "cascade": request.cascade });
+    if let Some(pins) = &request.source_version {
+        spec["source_version"] = pins.clone();
+    }
     let session = shared.session.clone();
     let job_id = shared
         .jobs
@@ -361,20 +418,10 @@ async fn refresh(
                 Err(e) => return Err(("execute", e)),
             };
             let outcomes = session
-                .refresh(&statement)
+                .refresh_at(&statement, &pins)
                 .await
                 .map_err(|e| (phase_of(&e), e))?;
-            let result = |o: &crate::session::RefreshOutcome| {
-                json!({
-                    "view": o.view,
-                    "mode": o.mode.as_str(),
-                    "rows_written": o.rows_written,
-                    "rows_deleted": o.rows_deleted,
-                    "detail": o.detail,
-                    "source_version": source_version,
-                    "version": o.version,
-                })
-            };
+            let result = |o| refresh_result(o, source_version, &delimiter);
             let (last, upstream) = outcomes.split_last().ok_or_else(|| {
                 (
                     "execute",

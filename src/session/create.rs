@@ -105,7 +105,9 @@ impl MatviewSession {
                 None => {
                     let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
                     let shape = Shape::of(&plan);
-                    let write = self.full_write(plan, &shape, &fingerprints).await?;
+                    let write = self
+                        .full_write(plan, &shape, &fingerprints, &Default::default())
+                        .await?;
                     write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints)
                         .await?
                 }

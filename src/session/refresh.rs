@@ -2,6 +2,7 @@
 //! CASCADE order, EXPLAIN REFRESH, and running the chosen write.
 
 use super::*;
+use crate::spec::ViewVersion;
 
 /// What a refresh of one view will do (see `MatviewSession::plan_refresh`).
 pub(super) struct PlannedRefresh {
@@ -16,7 +17,12 @@ pub(super) struct PlannedRefresh {
     /// `no_op`.
     run: Option<(datafusion::execution::SessionState, Write)>,
     fingerprints: Vec<SourceFingerprint>,
+    source_versions: BTreeMap<QualifiedName, u64>,
 }
+
+/// Source materialized views a refresh reads at a given state of their
+/// logs rather than their latest (see [`MatviewSession::refresh_at`]).
+pub(crate) type PinnedSources = HashMap<QualifiedName, Arc<ViewVersion>>;
 
 /// The plan(s) a refresh runs, optimized, for EXPLAIN REFRESH: the first
 /// part's, with a note when the same query runs over several groups of
@@ -56,9 +62,81 @@ impl MatviewSession {
     /// views it reads (directly or through plain views), in dependency
     /// order, each once. One outcome per view refreshed, the named view last.
     pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<Vec<RefreshOutcome>> {
+        self.refresh_pinned(refresh, &PinnedSources::new()).await
+    }
+
+    /// [`Self::refresh`], reading each materialized view of
+    /// `source_versions` at that version of its log (the `version` that
+    /// [`Self::describe`] and every refresh outcome report) instead of its
+    /// latest: to recompute a view over the sources it had, or to bring
+    /// several views up to one agreed state of a shared source. The
+    /// outcome's [`RefreshOutcome::source_versions`] says what was read,
+    /// and freshness then compares against the sources' latest as always
+    /// (a view refreshed over an older source snapshot is stale).
+    ///
+    /// Each pinned view must be read by the refreshed view (directly or
+    /// through plain views), and its version must still be retained: the
+    /// version's log entry and data files are kept for the catalog's
+    /// retention window after a newer one replaces them. Tables cannot be
+    /// pinned (files have no versions), and neither can a CASCADE refresh
+    /// (it refreshes the sources first). Failures are
+    /// [`Error::SourceVersionUnavailable`] and [`Error::NotSupported`].
+    pub async fn refresh_at(
+        &self,
+        refresh: &RefreshMaterializedView,
+        source_versions: &BTreeMap<QualifiedName, u64>,
+    ) -> Result<Vec<RefreshOutcome>> {
+        if source_versions.is_empty() {
+            return self.refresh(refresh).await;
+        }
+        let name = self.resolve(&refresh.name)?;
+        let display = self.display(&name);
+        if refresh.cascade {
+            return Err(Error::NotSupported(format!(
+                "REFRESH MATERIALIZED VIEW {display} CASCADE cannot read pinned source versions: the cascade refreshes those sources first"
+            )));
+        }
+        let pinned = self.source_states(source_versions).await?;
+        self.refresh_pinned(refresh, &pinned).await
+    }
+
+    /// The state of each materialized view of `source_versions` at its
+    /// version, checked as [`Self::refresh_at`] checks it.
+    pub(crate) async fn source_states(
+        &self,
+        source_versions: &BTreeMap<QualifiedName, u64>,
+    ) -> Result<PinnedSources> {
+        let index = self.catalog.reload().await?;
+        let mut pinned = PinnedSources::new();
+        for (source, &version) in source_versions {
+            let source_display = self.display(source);
+            if index.view(source).is_none() {
+                return Err(match self.kind_of(&index, source).await? {
+                    Some(_) => Error::NotSupported(format!(
+                        "cannot read \"{source_display}\" at version {version}: only materialized views have versions (a table's files do not)"
+                    )),
+                    None => Error::NotFound {
+                        name: source_display,
+                    },
+                });
+            }
+            let state = self
+                .catalog
+                .view_at(source, &source_display, version)
+                .await?;
+            pinned.insert(source.clone(), state);
+        }
+        Ok(pinned)
+    }
+
+    async fn refresh_pinned(
+        &self,
+        refresh: &RefreshMaterializedView,
+        pinned: &PinnedSources,
+    ) -> Result<Vec<RefreshOutcome>> {
         let mut outcomes = vec![];
         for (name, full) in self.refresh_order(refresh).await? {
-            let planned = self.plan_refresh(&name, full).await?;
+            let planned = self.plan_refresh(&name, full, pinned).await?;
             let outcome = self
                 .run_refresh(planned)
                 .await
@@ -142,6 +220,7 @@ impl MatviewSession {
         &self,
         name: &QualifiedName,
         full: bool,
+        pinned: &PinnedSources,
     ) -> Result<PlannedRefresh> {
         let display = self.display(name);
         let index = self.catalog.reload().await?;
@@ -178,13 +257,24 @@ impl MatviewSession {
         // Fingerprint the sources before reading them: a change made while
         // the query runs leaves the view stale, never wrongly fresh.
         // Planning reads no data, so the two run together.
-        let fingerprinter = self.fingerprinter();
+        let fingerprinter = self.fingerprinter().with_pins(pinned.clone());
         let (planned, fingerprints) = futures::join!(
             plan_definition(self.ctx.state(), &display, &entry.definition),
             fingerprinter.sources(&entry.definition.sources)
         );
         let (state, plan) = planned.map_err(failed)?;
         let fingerprints = fingerprints?;
+        let source_versions = fingerprinter.versions_read();
+        if let Some((source, state)) = pinned
+            .iter()
+            .find(|(source, _)| !source_versions.contains_key(*source))
+        {
+            return Err(Error::SourceVersionUnavailable {
+                name: self.display(source),
+                version: state.version,
+                reason: format!("materialized view \"{display}\" does not read it"),
+            });
+        }
         // Analysed only when the view is not fresh.
         let mut shape = None;
         let mut mode = RefreshMode::Full;
@@ -211,7 +301,7 @@ impl MatviewSession {
                     Freshness::Stale(changed) => {
                         let shape = shape.insert(Shape::of(&plan));
                         match self
-                            .choose_incremental(&plan, shape, snapshot, &diff)
+                            .choose_incremental(&plan, shape, snapshot, &diff, pinned)
                             .await?
                         {
                             Strategy::Incremental { write, detail } => {
@@ -233,16 +323,28 @@ impl MatviewSession {
                 }
             }
         };
+        let detail = if pinned.is_empty() {
+            detail
+        } else {
+            let mut pins: Vec<String> = pinned
+                .iter()
+                .map(|(source, state)| {
+                    format!("{} at version {}", self.display(source), state.version)
+                })
+                .collect();
+            pins.sort();
+            format!("{detail}; read {}", pins.join(", "))
+        };
         let write = match (mode, chosen) {
             (RefreshMode::NoOp, _) => None,
             (_, Some(write)) => Some(write),
             _ => {
                 let shape = shape.unwrap_or_else(|| Shape::of(&plan));
-                Some(self.full_write(plan, &shape, &fingerprints).await?)
+                Some(self.full_write(plan, &shape, &fingerprints, pinned).await?)
             }
         };
         let write = match write {
-            Some(write) => Some(write.pin(&self.pins(&fingerprints).await?)?),
+            Some(write) => Some(write.pin(&self.pins(&fingerprints, pinned).await?)?),
             None => None,
         };
         Ok(PlannedRefresh {
@@ -254,6 +356,7 @@ impl MatviewSession {
             detail,
             run: write.map(|write| (state, write)),
             fingerprints,
+            source_versions,
         })
     }
 
@@ -265,13 +368,14 @@ impl MatviewSession {
         shape: &Shape,
         snapshot: &Snapshot,
         diff: &Diff<'_>,
+        pinned: &PinnedSources,
     ) -> Result<Strategy> {
         let change = match incremental::changed_table(diff, |n| self.display(n)) {
             Ok(change) => change,
             Err(why) => return Ok(Strategy::Full(why)),
         };
         let source = self.display(&change.name);
-        let Some(provider) = self.registered(&change.name).await? else {
+        let Some(provider) = self.source_provider(&change.name, pinned).await? else {
             return Ok(Strategy::Full(format!("{source} is not a table")));
         };
         incremental::choose(
@@ -287,10 +391,14 @@ impl MatviewSession {
 
     /// The file-backed sources a refresh reads, each held to the files it
     /// had when `fingerprints` were taken (see [`Write::pin`]).
-    pub(super) async fn pins(&self, fingerprints: &[SourceFingerprint]) -> Result<Vec<Pin>> {
+    pub(super) async fn pins(
+        &self,
+        fingerprints: &[SourceFingerprint],
+        pinned: &PinnedSources,
+    ) -> Result<Vec<Pin>> {
         let mut pins = vec![];
         for (name, paths) in incremental::fingerprinted_files(fingerprints) {
-            if let Some(provider) = self.registered(name).await?
+            if let Some(provider) = self.source_provider(name, pinned).await?
                 && let Some(pin) = Pin::new(provider, &self.display(name), &self.catalog, paths)
             {
                 pins.push(pin);
@@ -306,16 +414,34 @@ impl MatviewSession {
         plan: LogicalPlan,
         shape: &Shape,
         fingerprints: &[SourceFingerprint],
+        pinned: &PinnedSources,
     ) -> Result<Write> {
         let table = incremental::only_table(fingerprints);
         let provider = match table {
-            Some((name, _)) => self.registered(name).await?,
+            Some((name, _)) => self.source_provider(name, pinned).await?,
             None => None,
         };
         let single = table
             .zip(provider.as_ref())
             .map(|((name, files), provider)| (provider, name, files));
         incremental::full(plan, shape, single)
+    }
+
+    /// The provider a refresh reads source `name` through: held at its
+    /// pinned state when `pinned` has one, else the session's.
+    async fn source_provider(
+        &self,
+        name: &QualifiedName,
+        pinned: &PinnedSources,
+    ) -> Result<Option<Arc<dyn TableProvider>>> {
+        match pinned.get(name) {
+            Some(state) => Ok(Some(Arc::new(MaterializedViewTable::at(
+                Arc::clone(&self.catalog),
+                Arc::clone(state),
+                self.display(name),
+            )))),
+            None => self.registered(name).await,
+        }
     }
 
     /// Carries out a planned refresh: writes the new snapshot and commits it.
@@ -329,6 +455,7 @@ impl MatviewSession {
             detail,
             run,
             fingerprints,
+            source_versions,
         } = planned;
         let Some((state, write)) = run else {
             return Ok(RefreshOutcome {
@@ -338,6 +465,7 @@ impl MatviewSession {
                 version,
                 rows_deleted: 0,
                 detail,
+                source_versions,
             });
         };
         let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
@@ -389,6 +517,7 @@ impl MatviewSession {
             version,
             rows_deleted: previous_rows - kept_rows,
             detail,
+            source_versions,
         })
     }
 
@@ -400,7 +529,9 @@ impl MatviewSession {
     ) -> Result<DataFrame> {
         let (mut views, mut modes, mut details, mut plans) = (vec![], vec![], vec![], vec![]);
         for (name, full) in self.refresh_order(refresh).await? {
-            let planned = self.plan_refresh(&name, full).await?;
+            let planned = self
+                .plan_refresh(&name, full, &PinnedSources::new())
+                .await?;
             views.push(planned.display.clone());
             modes.push(planned.mode.as_str());
             details.push(planned.detail.clone());

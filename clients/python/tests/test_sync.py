@@ -66,6 +66,25 @@ def test_create_open_refresh_read_and_drop(server):
             view.reload()
 
 
+def test_refresh_reads_a_source_view_at_a_pinned_version(server):
+    with dfmv.connect(server.url, token=server.token) as db:
+        base = db.create_materialized_view("base", "SELECT region, amount FROM orders")
+        top = db.create_materialized_view("top", "SELECT sum(amount) AS s FROM base")
+        server.append("feb.csv", "region,amount\neast,7\n")
+        assert base.refresh().version == 2
+        assert top.refresh().source_versions == {"datafusion$public$base": 2}
+        assert top.to_arrow().to_pylist() == [{"s": 24}]
+
+        pinned = top.refresh(source_version={"base": 1})
+        assert pinned.source_versions == {"datafusion$public$base": 1}
+        assert pinned.detail.endswith("; read base at version 1")
+        assert top.to_arrow().to_pylist() == [{"s": 17}]
+        assert (top.freshness, top.version) == ("stale", 3)
+        with pytest.raises(dfmv.InvalidQuery, match="its versions are 1 to 2") as e:
+            top.refresh(source_version={"base": 3})
+        assert e.value.code == "invalid_parameter_value"
+
+
 def test_jobs_wait_status_and_done(server):
     with dfmv.connect(server.url, token=server.token) as db:
         job = db.create_materialized_view_async("totals", QUERY)
@@ -143,8 +162,8 @@ def test_every_error_class(server):
             db.create_materialized_view("totals", QUERY)
         with pytest.raises(dfmv.InvalidQuery, match="No field named nope"):
             db.create_materialized_view("bad", "SELECT nope FROM orders")
-        with pytest.raises(dfmv.NotSupported, match="source_version"):
-            db.open_materialized_view("totals").refresh(source_version=1)
+        with pytest.raises(dfmv.NotSupported, match="only materialized views have versions"):
+            db.open_materialized_view("totals").refresh(source_version={"orders": 1})
         # A query that plans but fails while it runs: the job fails.
         with pytest.raises(dfmv.JobFailed) as failed:
             db.create_materialized_view("broken", "SELECT CAST(region AS INT) AS r FROM orders")

@@ -124,6 +124,8 @@ export interface RefreshResult {
   rowsDeleted: number;
   detail: string;
   sourceVersion: number;
+  /** Each materialized view read (by id), with the version of its log read. */
+  sourceVersions: Record<string, number>;
   version: number;
   upstream: RefreshResult[];
 }
@@ -161,6 +163,7 @@ function refreshResult(value: Record<string, unknown>): RefreshResult {
     rowsDeleted: value.rows_deleted as number,
     detail: value.detail as string,
     sourceVersion: value.source_version as number,
+    sourceVersions: (value.source_versions as Record<string, number> | undefined) ?? {},
     version: value.version as number,
     upstream: ((value.upstream as Record<string, unknown>[] | undefined) ?? []).map(refreshResult),
   };
@@ -210,7 +213,8 @@ export interface CreateOptions {
 export interface RefreshOptions {
   full?: boolean;
   cascade?: boolean;
-  sourceVersion?: number;
+  /** Source views (by id) to read at that version of their own log. */
+  sourceVersion?: Record<string, number>;
 }
 
 /** A connection to `dfmv serve` (its REST address). */

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -142,9 +142,13 @@ class AsyncMaterializedView(_core.ViewAttributes):
         return self
 
     async def refresh_async(
-        self, *, full: bool = False, cascade: bool = False, source_version: int | None = None
+        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
     ) -> AsyncJob[RefreshResult]:
-        """Submits REFRESH MATERIALIZED VIEW."""
+        """Submits REFRESH MATERIALIZED VIEW.
+
+        ``source_version`` reads each named source view (by id) at that
+        version of its own log instead of its latest.
+        """
         body = _core.refresh_body(full, cascade, source_version)
         answer = await self._connection._json(self._call("refresh", body))
         return AsyncJob(
@@ -154,7 +158,7 @@ class AsyncMaterializedView(_core.ViewAttributes):
         )
 
     async def refresh(
-        self, *, full: bool = False, cascade: bool = False, source_version: int | None = None
+        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
     ) -> RefreshResult:
         """REFRESH MATERIALIZED VIEW, waiting for it; then reloads this handle."""
         job = await self.refresh_async(full=full, cascade=cascade, source_version=source_version)

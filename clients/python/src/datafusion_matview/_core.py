@@ -4,7 +4,7 @@ and the meaning of the answers, apart from how bytes travel."""
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -75,10 +75,12 @@ def create_body(query: str, with_no_data: bool, or_replace: bool) -> dict[str, A
     return {"query": query, "with_no_data": with_no_data, "or_replace": or_replace}
 
 
-def refresh_body(full: bool, cascade: bool, source_version: int | None) -> dict[str, Any]:
+def refresh_body(
+    full: bool, cascade: bool, source_version: Mapping[str, int] | None
+) -> dict[str, Any]:
     body: dict[str, Any] = {"full": full, "cascade": cascade}
     if source_version is not None:
-        body["source_version"] = source_version
+        body["source_version"] = dict(source_version)
     return body
 
 
@@ -139,6 +141,9 @@ class RefreshResult:
     """What a refresh did: ``mode`` is ``no_op``, ``incremental`` or ``full``.
 
     ``upstream`` holds the results of the views CASCADE refreshed first.
+    ``source_versions`` maps each materialized view the refresh read (by
+    id, e.g. ``datafusion$public$base``) to the version of its log it read;
+    ``refresh(source_version={"base": 1})`` pins one.
     """
 
     view: str
@@ -149,6 +154,7 @@ class RefreshResult:
     source_version: int
     version: int
     upstream: list[RefreshResult] = field(default_factory=list)
+    source_versions: dict[str, int] = field(default_factory=dict)
 
     @staticmethod
     def from_json(value: dict[str, Any]) -> RefreshResult:
@@ -161,6 +167,7 @@ class RefreshResult:
             source_version=value["source_version"],
             version=value["version"],
             upstream=[RefreshResult.from_json(u) for u in value.get("upstream", [])],
+            source_versions=dict(value.get("source_versions", {})),
         )
 
 

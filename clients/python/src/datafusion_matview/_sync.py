@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import httpx
@@ -139,15 +139,19 @@ class MaterializedView(_core.ViewAttributes):
         return _core.view_call(self._state.name, self._state.namespace, action, body)
 
     def refresh_async(
-        self, *, full: bool = False, cascade: bool = False, source_version: int | None = None
+        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
     ) -> Job[RefreshResult]:
-        """Submits REFRESH MATERIALIZED VIEW."""
+        """Submits REFRESH MATERIALIZED VIEW.
+
+        ``source_version`` reads each named source view (by id) at that
+        version of its own log instead of its latest.
+        """
         body = _core.refresh_body(full, cascade, source_version)
         job_id = _core.expect_job_id(self._connection._json(self._call("refresh", body)))
         return Job(self._connection, job_id, lambda r: RefreshResult.from_json(r or {}))
 
     def refresh(
-        self, *, full: bool = False, cascade: bool = False, source_version: int | None = None
+        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
     ) -> RefreshResult:
         """REFRESH MATERIALIZED VIEW, waiting for it; then reloads this handle."""
         result = self.refresh_async(full=full, cascade=cascade, source_version=source_version).wait()

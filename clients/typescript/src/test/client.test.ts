@@ -63,6 +63,7 @@ describe("a dfmv server", () => {
       rowsDeleted: 2,
       detail: "orders: 1 file(s) appended; merged into the existing groups",
       sourceVersion: result.sourceVersion,
+      sourceVersions: {},
       version: 2,
       upstream: [],
     });
@@ -141,7 +142,8 @@ describe("a dfmv server", () => {
     await assert.rejects(db.createMaterializedView("bad", "SELECT nope FROM orders"), (e: unknown) =>
       e instanceof InvalidQuery && e.message.includes("No field named nope"));
     const view = await db.openMaterializedView("errs");
-    await assert.rejects(view.refresh({ sourceVersion: 1 }), NotSupported);
+    await assert.rejects(view.refresh({ sourceVersion: { orders: 1 } }), (e: unknown) =>
+      e instanceof NotSupported && e.message.includes("only materialized views have versions"));
     await assert.rejects(db.createMaterializedView("broken", "SELECT CAST(region AS INT) AS r FROM orders"), (e: unknown) =>
       e instanceof JobFailed && e.state === "FAILED" && e.failure?.phase === "execute" &&
       /Cannot cast string '[a-z]+' to value of Int32 type/.test(e.failure.message));
@@ -153,6 +155,26 @@ describe("a dfmv server", () => {
       assert.ok(cls.prototype instanceof MatviewError);
     }
     await db.dropMaterializedView("errs");
+  });
+
+  test("refresh reads a source view at a pinned version", async () => {
+    const base = await db.createMaterializedView("pin_base", "SELECT region, amount FROM orders");
+    const top = await db.createMaterializedView("pin_top", "SELECT sum(amount) AS s FROM pin_base");
+    const before = rows(await top.toArrow())[0].s as number;
+    server.append("pin.csv", "region,amount\nwest,100\n");
+    assert.equal((await base.refresh()).version, 2);
+    assert.deepEqual((await top.refresh()).sourceVersions, { "datafusion$public$pin_base": 2 });
+    assert.deepEqual(rows(await top.toArrow()), [{ s: before + 100 }]);
+
+    const pinned = await top.refresh({ sourceVersion: { pin_base: 1 } });
+    assert.deepEqual(pinned.sourceVersions, { "datafusion$public$pin_base": 1 });
+    assert.ok(pinned.detail.endsWith("; read pin_base at version 1"), pinned.detail);
+    assert.deepEqual(rows(await top.toArrow()), [{ s: before }]);
+    assert.deepEqual([top.freshness, top.version], ["stale", 3]);
+    await assert.rejects(top.refresh({ sourceVersion: { pin_base: 3 } }), (e: unknown) =>
+      e instanceof InvalidQuery && e.code === "invalid_parameter_value" && e.message.includes("its versions are 1 to 2"));
+    await db.dropMaterializedView("pin_top");
+    await db.dropMaterializedView("pin_base");
   });
 });
 
