@@ -24,12 +24,8 @@ use datafusion::prelude::SessionContext;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 use tokio::runtime::Runtime;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::{criterion_dir, env_usize, mean_ns};
 
 const VIEW_QUERY: &str =
     "SELECT id, grp, amount * 2 AS amount2, name FROM src WHERE amount % 3 <> 0";
@@ -44,26 +40,8 @@ impl Fixture {
     /// DataFusion.
     fn new(rt: &Runtime, rows: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("src");
-        std::fs::create_dir_all(&src).unwrap();
         let per_file = rows / 100;
-        rt.block_on(async {
-            let ctx = SessionContext::new();
-            for part in 0..100 {
-                let (lo, hi) = (part * per_file + 1, (part + 1) * per_file);
-                ctx.sql(&format!(
-                    "COPY (SELECT value AS id, value % 1000 AS grp, (value * 7919) % 100003 AS amount, \
-                     concat('name-', CAST(value % 5000 AS VARCHAR)) AS name \
-                     FROM generate_series({lo}, {hi}) ORDER BY id) TO '{}/part-{part:03}.parquet' STORED AS PARQUET",
-                    src.display()
-                ))
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap();
-            }
-        });
+        common::write_source(rt, &dir.path().join("src"), 100, per_file, true);
         Self {
             dir,
             rows: per_file * 100,
@@ -412,26 +390,10 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     group.finish();
 }
 
-/// Mean time of one benchmark from criterion's estimates, in nanoseconds.
-fn mean_ns(out: &Path, group: &str, function: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(
-        out.join(group)
-            .join(function)
-            .join("new")
-            .join("estimates.json"),
-    )
-    .ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json["mean"]["point_estimate"].as_f64()
-}
-
 fn main() {
     let rows = env_usize("DFMV_BENCH_ROWS", 10_000_000);
     let views = env_usize("DFMV_BENCH_VIEWS", 1_000);
-    let out = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
-        .join("criterion");
+    let out = criterion_dir();
     let rt = Runtime::new().unwrap();
     let fixture = Fixture::new(&rt, rows);
     let mut c = Criterion::default()

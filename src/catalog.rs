@@ -260,6 +260,11 @@ impl Catalog {
         format!("{}{}/", self.store_url.as_str(), self.path(relative))
     }
 
+    /// URL of a file relative to the root, for DataFusion's readers.
+    pub fn url_of_file(&self, relative: &str) -> String {
+        format!("{}{}", self.store_url.as_str(), self.path(relative))
+    }
+
     /// Whether `error` is this catalog's store refusing a request under
     /// the catalog's root for lack of rights. A refusal elsewhere (a
     /// source the user may not read) is not the catalog's.

@@ -31,6 +31,8 @@
 //! clap, rustyline, indicatif, sqllogictest, axum or tonic.
 
 pub mod catalog;
+#[cfg(feature = "ballista")]
+pub mod cluster;
 pub mod error;
 pub mod freshness;
 pub mod functions;

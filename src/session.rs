@@ -375,6 +375,14 @@ impl MatviewSession {
         location: &str,
         options: MatviewOptions,
     ) -> Result<Self> {
+        // On a Ballista cluster, views reach the executors as scans of
+        // their snapshots' files (see `crate::cluster`).
+        #[cfg(feature = "ballista")]
+        let ctx = if crate::cluster::is_ballista(&ctx.state()) {
+            SessionContext::new_with_state(crate::cluster::for_cluster(ctx.state()))
+        } else {
+            ctx
+        };
         let (store_url, root) = resolve_location(&ctx, location)?;
         let store = ctx.runtime_env().object_store(&store_url).map_err(|e| Error::InvalidLocation {
             location: location.to_owned(),

@@ -307,6 +307,10 @@ pub struct RunOptions {
     /// registers for some files by name (`joins.slt`, `map.slt`, ...).
     /// Without it every file gets [`default_context`].
     pub upstream_setup: bool,
+    /// Run each file's statements on the Ballista cluster whose scheduler
+    /// is at this URL (`df://host:port`), as `dfmv --ballista` does.
+    #[cfg(feature = "ballista")]
+    pub ballista: Option<String>,
 }
 
 /// What happened to one `.slt` file.
@@ -406,6 +410,13 @@ async fn run_file_inner(path: &Path, options: &RunOptions) -> Result<Outcome, St
         }
     } else {
         default_context()
+    };
+    #[cfg(feature = "ballista")]
+    let ctx = match &options.ballista {
+        Some(url) => crate::cluster::remote(url, ctx.state())
+            .await
+            .map_err(|e| format!("could not connect to the Ballista scheduler at {url}: {e}"))?,
+        None => ctx,
     };
     setup_scratch_dir(path).map_err(|e| {
         format!(

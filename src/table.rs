@@ -117,6 +117,21 @@ impl MaterializedViewTable {
         self.snapshot()
     }
 
+    /// The snapshot a scan planned now reads: the state held for a
+    /// provider made with [`Self::at`], else the latest.
+    pub async fn snapshot_to_scan(&self) -> Result<Snapshot, Error> {
+        if self.fixed {
+            self.snapshot()
+        } else {
+            self.latest_snapshot().await
+        }
+    }
+
+    /// The catalog the view belongs to.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
     /// The view's name as messages show it.
     pub fn display_name(&self) -> &str {
         &self.display_name
@@ -274,6 +289,12 @@ impl SnapshotTable {
             schema,
         }
     }
+
+    /// The catalog, the snapshot and the columns its files are read with.
+    #[cfg_attr(not(feature = "ballista"), allow(dead_code))]
+    pub(crate) fn parts(&self) -> (&Arc<Catalog>, &Snapshot, SchemaRef) {
+        (&self.catalog, &self.snapshot, Arc::clone(&self.schema))
+    }
 }
 
 #[async_trait]
@@ -330,11 +351,7 @@ impl TableProvider for MaterializedViewTable {
         _filters: &[Expr],
         limit: Option<usize>,
     ) -> DFResult<Arc<dyn ExecutionPlan>> {
-        let snapshot = if self.fixed {
-            self.snapshot()?
-        } else {
-            self.latest_snapshot().await?
-        };
+        let snapshot = self.snapshot_to_scan().await?;
         scan_snapshot(
             &self.catalog,
             &snapshot,

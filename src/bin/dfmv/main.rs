@@ -156,6 +156,13 @@ struct Args {
     )]
     object_store_profiling: InstrumentedObjectStoreMode,
 
+    /// Run statements on the Apache DataFusion Ballista cluster whose
+    /// scheduler is at this URL (df://host:port): views' queries and
+    /// Parquet writes run on its executors, which must reach the catalog.
+    #[cfg(feature = "ballista")]
+    #[arg(long, env = "DFMV_BALLISTA", global = true)]
+    ballista: Option<String>,
+
     #[command(subcommand)]
     subcommand: Option<Sub>,
 }
@@ -264,6 +271,11 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         stdin_carries_commands: args.reads_sql_from_stdin(),
     };
     let (ctx, registry) = context::create_context(&setup).await?;
+    #[cfg(feature = "ballista")]
+    let ctx = match &args.ballista {
+        Some(url) => datafusion_matview::cluster::remote(url, ctx.state()).await?,
+        None => ctx,
+    };
     context::register_store_for_location(&ctx, &catalog).await?;
     context::check_catalog_location(&ctx, &catalog)?;
 

@@ -1,0 +1,65 @@
+//! What the benchmarks share.
+
+use std::path::{Path, PathBuf};
+
+use datafusion::prelude::SessionContext;
+use tokio::runtime::Runtime;
+
+/// The value of environment variable `name` as a number, else `default`.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Where criterion writes its estimates (the target directory's
+/// `criterion/`).
+pub fn criterion_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .join("criterion")
+}
+
+/// Mean time of one benchmark from criterion's estimates, in nanoseconds.
+pub fn mean_ns(out: &Path, group: &str, function: &str) -> Option<f64> {
+    let text = std::fs::read_to_string(
+        out.join(group)
+            .join(function)
+            .join("new")
+            .join("estimates.json"),
+    )
+    .ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json["mean"]["point_estimate"].as_f64()
+}
+
+/// Writes a generated source of `files` Parquet files of `per_file` rows
+/// each under `src`, named `part-NNN.parquet`, written by DataFusion:
+/// `id` (1, 2, ...), `grp` (`id % 1000`), `amount` (`id * 7919 % 100003`),
+/// and with `names` a `name` column (`name-<id % 5000>`).
+pub fn write_source(rt: &Runtime, src: &Path, files: usize, per_file: usize, names: bool) {
+    std::fs::create_dir_all(src).unwrap();
+    let name = if names {
+        ", concat('name-', CAST(value % 5000 AS VARCHAR)) AS name"
+    } else {
+        ""
+    };
+    rt.block_on(async {
+        let ctx = SessionContext::new();
+        for part in 0..files {
+            let (lo, hi) = (part * per_file + 1, (part + 1) * per_file);
+            ctx.sql(&format!(
+                "COPY (SELECT value AS id, value % 1000 AS grp, (value * 7919) % 100003 AS amount{name} \
+                 FROM generate_series({lo}, {hi}) ORDER BY id) TO '{}/part-{part:03}.parquet' STORED AS PARQUET",
+                src.display()
+            ))
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap();
+        }
+    });
+}
