@@ -37,17 +37,25 @@
 //! their view and snapshot in their footers; the `_snapshot.json` marker
 //! written by the client does, and recovery reads that).
 //!
+//! An executor that dies mid-refresh is declared lost by the scheduler,
+//! which runs its tasks again elsewhere; if the dead one had already
+//! written its file, the rows are written twice, the client's row count
+//! finds more rows than the `COPY` reported, and the refresh fails without
+//! committing (the view keeps its snapshot; a retry succeeds).
+//!
 //! [`LocalCluster`] runs a scheduler and executors in this process, for one
-//! machine and for tests.
+//! machine and for tests; [`LocalExecutor`] adds a stock executor, in this
+//! process or another, to any scheduler.
 
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use ballista_core::config::BallistaConfig;
+use ballista_core::config::{BallistaConfig, TaskSchedulingPolicy};
 use ballista_core::extension::{
     SessionConfigExt, ballista_aggregate_functions, ballista_scalar_functions,
     ballista_window_functions,
@@ -56,6 +64,7 @@ use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_core::serde::BallistaCodec;
 use ballista_core::serde::protobuf::ExecutorRegistration;
 use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
+use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
 use ballista_core::serde::scheduler::{
     ExecutorOperatingSystemSpecification, ExecutorSpecification,
 };
@@ -64,6 +73,10 @@ use ballista_executor::execution_engine::QueryStageExecutor;
 use ballista_executor::executor::Executor;
 use ballista_executor::flight_service::BallistaFlightService;
 use ballista_executor::metrics::ExecutorMetricsCollector;
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::SchedulerConfig;
+use ballista_scheduler::metrics::default_metrics_collector;
+use ballista_scheduler::scheduler_server::SchedulerServer;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::MemTable;
 use datafusion::catalog::Session;
@@ -360,19 +373,27 @@ fn rows_plan(scan: &TableScan, rows: &[Vec<ScalarValue>]) -> DFResult<LogicalPla
 /// ports: a cluster for one machine, and for tests. Its scheduler and
 /// executors are the stock ones (the same code as Ballista's binaries,
 /// with Ballista's default session and codecs); they share this
-/// process's object stores through `runtime`.
+/// process's object stores through `runtime`. More executors, in this
+/// process or others, can join it: see [`LocalExecutor::start`].
 pub struct LocalCluster {
     scheduler: SocketAddr,
+    /// The scheduler's gRPC server; stopped with the cluster.
+    serving: JoinHandle<()>,
     executors: Vec<LocalExecutor>,
 }
 
-/// One executor of a [`LocalCluster`].
-struct LocalExecutor {
+/// A stock Ballista executor running in this process; it stops when
+/// dropped.
+pub struct LocalExecutor {
     tasks: Arc<TaskCounts>,
     running: Vec<JoinHandle<()>>,
-    /// Shuffle files; removed with the cluster.
+    /// Shuffle files; removed with the executor.
     _work_dir: tempfile::TempDir,
 }
+
+/// Called with the plan (as text) of each task an executor has finished,
+/// before the executor reports the task to the scheduler.
+pub type TaskObserver = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// What one executor ran.
 #[derive(Debug, Default)]
@@ -381,8 +402,12 @@ struct TaskCounts {
     writes: AtomicUsize,
 }
 
-/// Counts the tasks an executor finished, and those that wrote files.
-struct Counting(Arc<TaskCounts>);
+/// Counts the tasks an executor finished, and those that wrote files, and
+/// shows each to the executor's observer.
+struct Counting {
+    counts: Arc<TaskCounts>,
+    observer: Option<TaskObserver>,
+}
 
 impl ExecutorMetricsCollector for Counting {
     fn record_stage(
@@ -392,12 +417,20 @@ impl ExecutorMetricsCollector for Counting {
         _task_id: usize,
         plan: Arc<dyn QueryStageExecutor>,
     ) {
-        self.0.tasks.fetch_add(1, Ordering::SeqCst);
-        if plan.to_string().contains("DataSinkExec") {
-            self.0.writes.fetch_add(1, Ordering::SeqCst);
+        let plan = plan.to_string();
+        self.counts.tasks.fetch_add(1, Ordering::SeqCst);
+        if plan.contains("DataSinkExec") {
+            self.counts.writes.fetch_add(1, Ordering::SeqCst);
+        }
+        if let Some(observer) = &self.observer {
+            observer(&plan);
         }
     }
 }
+
+/// How long Ballista's scheduler waits to hear from an executor before it
+/// declares it dead (its `executor_timeout_seconds` default).
+const DEFAULT_EXECUTOR_TIMEOUT: Duration = Duration::from_secs(180);
 
 impl LocalCluster {
     /// Starts a scheduler and `executors` executors of `vcores` task slots
@@ -407,7 +440,28 @@ impl LocalCluster {
         executors: usize,
         vcores: usize,
     ) -> Result<LocalCluster> {
-        Self::start_with(Stores::Shared(runtime), executors, vcores).await
+        Self::start_with(
+            Stores::Shared(runtime),
+            executors,
+            vcores,
+            DEFAULT_EXECUTOR_TIMEOUT,
+        )
+        .await
+    }
+
+    /// [`Self::start`], with a scheduler that declares an executor dead
+    /// when it has not heard from it for `executor_timeout` (Ballista's
+    /// default is 180 s) and then runs the dead executor's tasks, and any
+    /// its lost output feeds, on the others. A busy executor is heard from
+    /// at least every 5 s, so a timeout much below 10 s may declare live
+    /// executors dead.
+    pub async fn start_with_executor_timeout(
+        runtime: Arc<RuntimeEnv>,
+        executors: usize,
+        vcores: usize,
+        executor_timeout: Duration,
+    ) -> Result<LocalCluster> {
+        Self::start_with(Stores::Shared(runtime), executors, vcores, executor_timeout).await
     }
 
     /// [`Self::start`], with the scheduler and executors building their
@@ -418,49 +472,159 @@ impl LocalCluster {
     /// `s3.allow_http`; else the `AWS_*` environment). The client then
     /// needs those settings too: see [`s3_settings_state`].
     pub async fn start_like_binaries(executors: usize, vcores: usize) -> Result<LocalCluster> {
-        Self::start_with(Stores::FromSettings, executors, vcores).await
-    }
-
-    async fn start_with(stores: Stores, executors: usize, vcores: usize) -> Result<LocalCluster> {
-        let failed = |what: &str, e: &dyn std::fmt::Display| Error::Serve {
-            what: format!("start the in-process Ballista {what}"),
-            reason: e.to_string(),
-        };
-        let builder_stores = stores.clone();
-        let session_builder = Arc::new(move |config: SessionConfig| {
-            let runtime = builder_stores.runtime_for(&config)?;
-            Ok(stock_state(config, runtime))
-        });
-        let producer_stores = stores.clone();
-        let scheduler = ballista_scheduler::standalone::new_standalone_scheduler_with_builder(
-            session_builder,
-            Arc::new(move || config_of(&producer_stores)),
-            BallistaCodec::default(),
+        Self::start_with(
+            Stores::FromSettings,
+            executors,
+            vcores,
+            DEFAULT_EXECUTOR_TIMEOUT,
         )
         .await
-        .map_err(|e| failed("scheduler", &e))?;
+    }
+
+    async fn start_with(
+        stores: Stores,
+        executors: usize,
+        vcores: usize,
+        executor_timeout: Duration,
+    ) -> Result<LocalCluster> {
+        let (scheduler, serving) = start_scheduler(stores.clone(), executor_timeout)
+            .await
+            .map_err(|e| failed_to_start("scheduler", &e))?;
         let mut cluster = LocalCluster {
             scheduler,
+            serving,
             executors: vec![],
         };
         for _ in 0..executors {
-            let executor = cluster
-                .start_executor(stores.clone(), vcores)
-                .await
-                .map_err(|e| failed("executor", &e))?;
+            let executor =
+                LocalExecutor::spawn("localhost", scheduler.port(), stores.clone(), vcores, None)
+                    .await
+                    .map_err(|e| failed_to_start("executor", &e))?;
             cluster.executors.push(executor);
         }
         Ok(cluster)
     }
 
-    async fn start_executor(
-        &self,
+    /// The scheduler's URL, `df://localhost:PORT`.
+    pub fn url(&self) -> String {
+        format!("df://localhost:{}", self.scheduler.port())
+    }
+
+    /// A context whose queries run on this cluster, with `state`'s
+    /// catalogs, functions and object stores.
+    pub async fn context(&self, state: SessionState) -> Result<SessionContext> {
+        remote(&self.url(), state).await
+    }
+
+    /// How many tasks each executor started with the cluster has finished,
+    /// in start order.
+    pub fn tasks(&self) -> Vec<usize> {
+        self.executors.iter().map(LocalExecutor::tasks).collect()
+    }
+
+    /// How many of each executor's finished tasks wrote files.
+    pub fn write_tasks(&self) -> Vec<usize> {
+        self.executors
+            .iter()
+            .map(LocalExecutor::write_tasks)
+            .collect()
+    }
+}
+
+fn failed_to_start(what: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::Serve {
+        what: format!("start the in-process Ballista {what}"),
+        reason: e.to_string(),
+    }
+}
+
+/// Starts a stock scheduler (as Ballista's
+/// `new_standalone_scheduler_with_builder` does, pull-based) on a free
+/// loopback port, with `executor_timeout`; its address and server task.
+async fn start_scheduler(
+    stores: Stores,
+    executor_timeout: Duration,
+) -> ballista_core::error::Result<(SocketAddr, JoinHandle<()>)> {
+    let builder_stores = stores.clone();
+    let session_builder = Arc::new(move |config: SessionConfig| {
+        let runtime = builder_stores.runtime_for(&config)?;
+        Ok(stock_state(config, runtime))
+    });
+    let config_producer: ballista_core::ConfigProducer = Arc::new(move || config_of(&stores));
+    let max_message = config_producer().ballista_grpc_client_max_message_size();
+    let cluster = BallistaCluster::new_memory(
+        "localhost:50050",
+        session_builder,
+        Arc::clone(&config_producer),
+    );
+    let timeout = executor_timeout.as_secs().max(2);
+    // Look for dead executors a few times per timeout, at most every 15 s
+    // (Ballista's default).
+    let interval = (timeout / 8).clamp(1, 15);
+    let config = SchedulerConfig {
+        executor_timeout_seconds: timeout,
+        expire_dead_executor_interval_seconds: interval,
+        no_executors_grace_period_seconds: timeout,
+        ..SchedulerConfig::default()
+    }
+    .with_scheduler_policy(TaskSchedulingPolicy::PullStaged);
+    config.validate()?;
+    let codec: BallistaCodec = BallistaCodec::default();
+    let mut server = SchedulerServer::new(
+        "localhost:50050".to_owned(),
+        cluster,
+        codec,
+        Arc::new(config),
+        default_metrics_collector()?,
+    );
+    server.init().await?;
+    let grpc = SchedulerGrpcServer::new(server)
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
+    let listener = tokio::net::TcpListener::bind("localhost:0").await?;
+    let address = listener.local_addr()?;
+    let serving = tokio::spawn(async move {
+        let _ = create_grpc_server(&GrpcServerConfig::default())
+            .add_service(grpc)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
+            .await;
+    });
+    Ok((address, serving))
+}
+
+impl LocalExecutor {
+    /// Starts a stock executor in this process that joins the scheduler
+    /// at `url` (`df://host:port`) with `vcores` task slots, building its
+    /// object stores as the `ballista-executor` binary does (see
+    /// [`LocalCluster::start_like_binaries`]). `observer`, if given, sees
+    /// each task it finishes before the scheduler does.
+    pub async fn start(
+        url: &str,
+        vcores: usize,
+        observer: Option<TaskObserver>,
+    ) -> Result<LocalExecutor> {
+        let bad_url = || Error::Serve {
+            what: format!("join the Ballista scheduler at {url}"),
+            reason: "expected a URL of the form df://host:port".to_owned(),
+        };
+        let (host, port) = url
+            .strip_prefix("df://")
+            .and_then(|rest| rest.rsplit_once(':'))
+            .ok_or_else(bad_url)?;
+        let port: u16 = port.parse().map_err(|_| bad_url())?;
+        Self::spawn(host, port, Stores::FromSettings, vcores, observer)
+            .await
+            .map_err(|e| failed_to_start("executor", &e))
+    }
+
+    async fn spawn(
+        host: &str,
+        port: u16,
         stores: Stores,
         vcores: usize,
+        observer: Option<TaskObserver>,
     ) -> std::result::Result<LocalExecutor, Box<dyn std::error::Error + Send + Sync>> {
-        let scheduler =
-            SchedulerGrpcClient::connect(format!("http://localhost:{}", self.scheduler.port()))
-                .await?;
+        let scheduler = SchedulerGrpcClient::connect(format!("http://{host}:{port}")).await?;
         let listener = tokio::net::TcpListener::bind("localhost:0").await?;
         let address = listener.local_addr()?;
         let registration = ExecutorRegistration {
@@ -489,7 +653,10 @@ impl LocalCluster {
             Arc::new(move |config: &SessionConfig| stores.runtime_for(config)),
             Arc::new(move || config.clone()),
             Arc::new(BallistaFunctionRegistry::from(&state)),
-            Arc::new(Counting(Arc::clone(&tasks))),
+            Arc::new(Counting {
+                counts: Arc::clone(&tasks),
+                observer,
+            }),
             vcores,
         ));
         let flight = arrow_flight::flight_service_server::FlightServiceServer::new(
@@ -519,37 +686,20 @@ impl LocalCluster {
         })
     }
 
-    /// The scheduler's URL, `df://localhost:PORT`.
-    pub fn url(&self) -> String {
-        format!("df://localhost:{}", self.scheduler.port())
+    /// How many tasks it has finished.
+    pub fn tasks(&self) -> usize {
+        self.tasks.tasks.load(Ordering::SeqCst)
     }
 
-    /// A context whose queries run on this cluster, with `state`'s
-    /// catalogs, functions and object stores.
-    pub async fn context(&self, state: SessionState) -> Result<SessionContext> {
-        remote(&self.url(), state).await
+    /// How many of its finished tasks wrote files.
+    pub fn write_tasks(&self) -> usize {
+        self.tasks.writes.load(Ordering::SeqCst)
     }
+}
 
-    /// How many tasks each executor has finished, in start order.
-    pub fn tasks(&self) -> Vec<usize> {
-        self.executors
-            .iter()
-            .map(|e| e.tasks.tasks.load(Ordering::SeqCst))
-            .collect()
-    }
-
-    /// How many of each executor's finished tasks wrote files.
-    pub fn write_tasks(&self) -> Vec<usize> {
-        self.executors
-            .iter()
-            .map(|e| e.tasks.writes.load(Ordering::SeqCst))
-            .collect()
-    }
-
-    /// Stops executor `i` at once, as a crash would: its running tasks
-    /// stop and it answers nothing more.
-    pub fn kill_executor(&self, i: usize) {
-        for task in &self.executors[i].running {
+impl Drop for LocalExecutor {
+    fn drop(&mut self) {
+        for task in &self.running {
             task.abort();
         }
     }
@@ -557,11 +707,7 @@ impl LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        for executor in &self.executors {
-            for task in &executor.running {
-                task.abort();
-            }
-        }
+        self.serving.abort();
     }
 }
 

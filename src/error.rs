@@ -276,7 +276,7 @@ pub enum Error {
     /// A refresh's written files do not hold every row it wrote (nothing
     /// was committed).
     #[error(
-        "refresh wrote {expected} rows but {found} are readable under {dir}; nothing was committed"
+        "refresh wrote {expected} rows but {found} are readable under {dir}; nothing was committed\nHINT: A write task was lost or ran twice (an executor failed, or the store lost a file); retry the statement."
     )]
     IncompleteWrite {
         /// Snapshot directory, relative to the catalog root.

@@ -89,6 +89,8 @@ struct Shared {
     read_only: AtomicBool,
     /// Written right after the next listing under its prefix has been read.
     after_list: Mutex<Option<AfterList>>,
+    /// How long each single-request put is held before it is sent.
+    put_delay: Mutex<Option<std::time::Duration>>,
 }
 
 /// See [`InstrumentedStore::put_after_next_list`].
@@ -191,6 +193,19 @@ impl InstrumentedStore {
             .unwrap_or_else(|e| e.into_inner()) = Some(AfterList { location, data });
     }
 
+    /// Holds every single-request put (a manifest commit, a marker, a small
+    /// data file) for `delay` before sending it, or no longer with `None`:
+    /// it widens the gap between a writer reading the latest manifest and
+    /// putting the next one, so that writers working at once meet there
+    /// and only conditional puts keep their commits apart.
+    pub fn set_put_delay(&self, delay: Option<std::time::Duration>) {
+        *self
+            .shared
+            .put_delay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = delay;
+    }
+
     /// The pending write of [`Self::put_after_next_list`] if a listing of
     /// `prefix` would show its location.
     fn take_after_list(&self, prefix: Option<&Path>) -> Option<AfterList> {
@@ -255,6 +270,14 @@ impl ObjectStore for InstrumentedStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        let delay = *self
+            .shared
+            .put_delay
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         let n = self.shared.before_write(location)?;
         let result = self.inner.put_opts(location, payload, opts).await?;
         self.shared.after_write(n, location)?;

@@ -8,7 +8,8 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion_matview::MatviewSession;
-use datafusion_matview::cluster::LocalCluster;
+use datafusion_matview::cluster::{LocalCluster, LocalExecutor};
+use datafusion_matview::testing::InstrumentedStore;
 
 mod common;
 
@@ -86,7 +87,39 @@ async fn session_on_cluster(
     dir: &std::path::Path,
     catalog: &str,
 ) -> (LocalCluster, MatviewSession) {
-    let runtime = runtime();
+    on_cluster(runtime(), dir, catalog).await
+}
+
+/// A session on a fresh 2-executor cluster whose every single-request put
+/// (to S3 when the test server runs, else to local files) is held for
+/// 50 ms: writers working at once read the same latest manifest and meet
+/// at the put of the next (see `InstrumentedStore::set_put_delay`).
+async fn racing_session_on_cluster(
+    dir: &std::path::Path,
+    catalog: &str,
+) -> (LocalCluster, MatviewSession) {
+    let runtime = Arc::new(RuntimeEnv::default());
+    let (url, store): (String, Arc<dyn object_store::ObjectStore>) = match common::s3_endpoint() {
+        Some(endpoint) => (
+            format!("s3://{}", common::s3_bucket()),
+            common::s3_store(&endpoint),
+        ),
+        None => (
+            "file://".to_owned(),
+            Arc::new(object_store::local::LocalFileSystem::new()),
+        ),
+    };
+    let store = InstrumentedStore::new(store);
+    store.set_put_delay(Some(std::time::Duration::from_millis(50)));
+    runtime.register_object_store(&url::Url::parse(&url).unwrap(), Arc::new(store));
+    on_cluster(runtime, dir, catalog).await
+}
+
+async fn on_cluster(
+    runtime: Arc<RuntimeEnv>,
+    dir: &std::path::Path,
+    catalog: &str,
+) -> (LocalCluster, MatviewSession) {
     // One task slot per executor: the schedule under which Ballista's
     // adaptive planner miscounted an incremental merge (see
     // `cluster::for_cluster`).
@@ -361,13 +394,14 @@ async fn dfmv_runs_statements_on_the_cluster_it_is_pointed_at() {
 /// views and refresh one shared view in one catalog (on S3 when the test
 /// server runs) at once: every refresh either commits its own version or
 /// fails as a retryable conflict, none is lost, and every view created is
-/// there with its data.
+/// there with its data. Puts are held so that commits meet: with
+/// overwriting puts in place of conditional ones this test fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_clients_on_two_clusters_share_one_catalog() {
     let dir = tempfile::tempdir().unwrap();
     let catalog = shared_catalog(dir.path(), "shared");
-    let (cluster_a, a) = session_on_cluster(dir.path(), &catalog).await;
-    let (cluster_b, b) = session_on_cluster(dir.path(), &catalog).await;
+    let (cluster_a, a) = racing_session_on_cluster(dir.path(), &catalog).await;
+    let (cluster_b, b) = racing_session_on_cluster(dir.path(), &catalog).await;
     rows(&a, &format!("CREATE MATERIALIZED VIEW shared AS {TOTALS}")).await;
     let client = |s: MatviewSession, me: &'static str| async move {
         let mut landed = vec![];
@@ -477,5 +511,214 @@ async fn s3_settings_reach_the_executors_with_each_job() {
         2,
         "{:?}",
         cluster.tasks()
+    );
+}
+
+/// The ignored test that child processes run: with `DFMV_EXECUTOR_OF` set
+/// to a scheduler's URL, a stock executor (one task slot) that joins it
+/// and runs until killed. It prints `READY` once started; while the file
+/// `DFMV_HOLD_WRITES` names exists, after each task that wrote files it
+/// prints `WROTE` and holds the task's report back for 3 s, in which time
+/// the parent kills it: the files are written, the scheduler has not heard
+/// of them.
+#[test]
+#[ignore = "run as a child process by an_executor_killed_during_a_refresh_never_leaves_a_partial_view"]
+fn executor_process() {
+    use std::io::Write;
+    let Ok(url) = std::env::var("DFMV_EXECUTOR_OF") else {
+        return;
+    };
+    let hold = std::path::PathBuf::from(std::env::var("DFMV_HOLD_WRITES").unwrap());
+    // Exit when the parent goes, however it goes: its end of stdin closes.
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(0);
+    });
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let observer: datafusion_matview::cluster::TaskObserver = Arc::new(move |plan: &str| {
+            if plan.contains("DataSinkExec") && hold.exists() {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "WROTE").unwrap();
+                out.flush().unwrap();
+                std::thread::sleep(std::time::Duration::from_secs(3));
+            }
+        });
+        let _executor = LocalExecutor::start(&url, 1, Some(observer)).await.unwrap();
+        println!("READY");
+        std::io::stdout().flush().unwrap();
+        std::future::pending::<()>().await;
+    });
+}
+
+/// Executors in child processes, killed with the test.
+struct ExecutorProcesses {
+    children: Vec<std::process::Child>,
+    /// (child, line) of each line the children print.
+    lines: tokio::sync::mpsc::UnboundedReceiver<(usize, String)>,
+}
+
+impl ExecutorProcesses {
+    /// Starts `n` executor processes (see [`executor_process`]) for the
+    /// scheduler at `url`, and waits until each has started.
+    async fn start(n: usize, url: &str, hold: &std::path::Path) -> ExecutorProcesses {
+        use std::io::BufRead;
+        let (send, lines) = tokio::sync::mpsc::unbounded_channel();
+        let mut children = vec![];
+        for i in 0..n {
+            let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+                .args([
+                    "--exact",
+                    "executor_process",
+                    "--ignored",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("DFMV_EXECUTOR_OF", url)
+                .env("DFMV_HOLD_WRITES", hold)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+            let send = send.clone();
+            std::thread::spawn(move || {
+                for line in stdout.lines().map_while(Result::ok) {
+                    let _ = send.send((i, line));
+                }
+            });
+            children.push(child);
+        }
+        let mut processes = ExecutorProcesses { children, lines };
+        let mut ready = std::collections::BTreeSet::new();
+        while ready.len() < n {
+            ready.insert(processes.next_line("READY").await);
+        }
+        processes
+    }
+
+    /// The child that next prints `wanted`.
+    async fn next_line(&mut self, wanted: &str) -> usize {
+        let wait = std::time::Duration::from_secs(120);
+        loop {
+            let (child, line) = tokio::time::timeout(wait, self.lines.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no executor printed {wanted} in {wait:?}"))
+                .expect("an executor process is running");
+            // The test harness may print its `test executor_process ... `
+            // on the same line.
+            if line.ends_with(wanted) {
+                return child;
+            }
+        }
+    }
+
+    /// Kills child `i` with SIGKILL.
+    fn kill(&mut self, i: usize) {
+        self.children[i].kill().unwrap();
+        self.children[i].wait().unwrap();
+    }
+}
+
+impl Drop for ExecutorProcesses {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The Parquet files under `dir` whose directory holds no snapshot marker:
+/// files no committed (or committable) snapshot accounts for.
+fn unmarked_parquet(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = vec![];
+    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(unmarked_parquet(&path));
+        } else if path.extension().is_some_and(|e| e == "parquet")
+            && !dir.join("_snapshot.json").exists()
+        {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// An executor process is killed with SIGKILL during a refresh, at the
+/// worst moment: its task has written the new snapshot's file, and the
+/// scheduler has not heard of it. The scheduler declares the executor dead
+/// and runs the task again on the other one, which writes the rows again
+/// into a second file. The refresh either commits exactly the query's
+/// rows or fails and leaves the view as it was; never the rows twice,
+/// never a part of them. A second refresh then lands on the survivor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_executor_killed_during_a_refresh_never_leaves_a_partial_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let hold = dir.path().join("hold-writes");
+    let runtime = Arc::new(RuntimeEnv::default());
+    let cluster = LocalCluster::start_with_executor_timeout(
+        Arc::clone(&runtime),
+        0,
+        1,
+        std::time::Duration::from_secs(8),
+    )
+    .await
+    .unwrap();
+    let mut executors = ExecutorProcesses::start(2, &cluster.url(), &hold).await;
+    let catalog = dir.path().join("catalog");
+    let s = session(&cluster, runtime, dir.path(), catalog.to_str().unwrap()).await;
+    rows(&s, &format!("CREATE MATERIALIZED VIEW totals AS {TOTALS}")).await;
+    let before = text(&rows(&s, "SELECT * FROM totals ORDER BY 1").await);
+    std::fs::write(
+        dir.path().join("orders/feb.csv"),
+        "region,amount\neast,7\nnorth,1\n",
+    )
+    .unwrap();
+
+    std::fs::write(&hold, "").unwrap();
+    let s = Arc::new(s);
+    let refreshing = {
+        let s = Arc::clone(&s);
+        tokio::spawn(async move {
+            match s.sql("REFRESH MATERIALIZED VIEW totals").await {
+                Ok(df) => df.collect().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+    };
+    let victim = executors.next_line("WROTE").await;
+    executors.kill(victim);
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(180), refreshing)
+        .await
+        .expect("the refresh ends once the dead executor is found out")
+        .unwrap();
+    std::fs::remove_file(&hold).unwrap();
+
+    let after = text(&rows(&s, "SELECT * FROM totals ORDER BY 1").await);
+    match &outcome {
+        Ok(_) => assert_matches_query(&s, "totals", TOTALS).await,
+        Err(e) => {
+            eprintln!("the refresh failed: {e}");
+            assert_eq!(after, before, "a failed refresh left the view as it was");
+        }
+    }
+    assert_eq!(unmarked_parquet(&catalog), Vec::<std::path::PathBuf>::new());
+
+    // The survivor alone brings the view up to date.
+    let (mode, _) = refresh(&s, "totals").await;
+    assert_eq!(
+        mode,
+        if outcome.is_ok() {
+            "no_op"
+        } else {
+            "incremental"
+        }
+    );
+    assert_matches_query(&s, "totals", TOTALS).await;
+    assert_ne!(
+        text(&rows(&s, "SELECT * FROM totals ORDER BY 1").await),
+        before
     );
 }
