@@ -541,6 +541,9 @@ fn failed_to_start(what: &str, e: &dyn std::fmt::Display) -> Error {
 /// Starts a stock scheduler (as Ballista's
 /// `new_standalone_scheduler_with_builder` does, pull-based) on a free
 /// loopback port, with `executor_timeout`; its address and server task.
+/// Ballista's function always uses `SchedulerConfig::default()`, whose
+/// 180 s executor timeout no test can wait out, hence this copy of its
+/// steps.
 async fn start_scheduler(
     stores: Stores,
     executor_timeout: Duration,
@@ -552,11 +555,10 @@ async fn start_scheduler(
     });
     let config_producer: ballista_core::ConfigProducer = Arc::new(move || config_of(&stores));
     let max_message = config_producer().ballista_grpc_client_max_message_size();
-    let cluster = BallistaCluster::new_memory(
-        "localhost:50050",
-        session_builder,
-        Arc::clone(&config_producer),
-    );
+    // The scheduler's name in its state (Ballista's standalone one uses
+    // this too), not the address it listens on.
+    let name = "localhost:50050";
+    let cluster = BallistaCluster::new_memory(name, session_builder, Arc::clone(&config_producer));
     let timeout = executor_timeout.as_secs().max(2);
     // Look for dead executors a few times per timeout, at most every 15 s
     // (Ballista's default).
@@ -571,7 +573,7 @@ async fn start_scheduler(
     config.validate()?;
     let codec: BallistaCodec = BallistaCodec::default();
     let mut server = SchedulerServer::new(
-        "localhost:50050".to_owned(),
+        name.to_owned(),
         cluster,
         codec,
         Arc::new(config),

@@ -35,11 +35,17 @@ async fn refresh(s: &MatviewSession, view: &str) -> (String, String) {
 /// in-process executors share it.
 fn runtime() -> Arc<RuntimeEnv> {
     let runtime = Arc::new(RuntimeEnv::default());
-    if let Some(endpoint) = common::s3_endpoint() {
-        let url = url::Url::parse(&format!("s3://{}", common::s3_bucket())).unwrap();
-        runtime.register_object_store(&url, common::s3_store(&endpoint));
+    if let Some((url, store)) = test_bucket() {
+        runtime.register_object_store(&url, store);
     }
     runtime
+}
+
+/// The S3 test bucket's URL and store, when the test server runs.
+fn test_bucket() -> Option<(url::Url, Arc<dyn object_store::ObjectStore>)> {
+    let endpoint = common::s3_endpoint()?;
+    let url = url::Url::parse(&format!("s3://{}", common::s3_bucket())).unwrap();
+    Some((url, common::s3_store(&endpoint)))
 }
 
 /// A session on `cluster` over `catalog`, with `orders` registered (see
@@ -99,19 +105,14 @@ async fn racing_session_on_cluster(
     catalog: &str,
 ) -> (LocalCluster, MatviewSession) {
     let runtime = Arc::new(RuntimeEnv::default());
-    let (url, store): (String, Arc<dyn object_store::ObjectStore>) = match common::s3_endpoint() {
-        Some(endpoint) => (
-            format!("s3://{}", common::s3_bucket()),
-            common::s3_store(&endpoint),
-        ),
-        None => (
-            "file://".to_owned(),
-            Arc::new(object_store::local::LocalFileSystem::new()),
-        ),
-    };
+    let (url, store) = test_bucket().unwrap_or_else(|| {
+        let local: Arc<dyn object_store::ObjectStore> =
+            Arc::new(object_store::local::LocalFileSystem::new());
+        (url::Url::parse("file://").unwrap(), local)
+    });
     let store = InstrumentedStore::new(store);
     store.set_put_delay(Some(std::time::Duration::from_millis(50)));
-    runtime.register_object_store(&url::Url::parse(&url).unwrap(), Arc::new(store));
+    runtime.register_object_store(&url, Arc::new(store));
     on_cluster(runtime, dir, catalog).await
 }
 
@@ -629,21 +630,21 @@ impl Drop for ExecutorProcesses {
     }
 }
 
-/// The Parquet files under `dir` whose directory holds no snapshot marker:
-/// files no committed (or committable) snapshot accounts for.
-fn unmarked_parquet(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut found = vec![];
-    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(unmarked_parquet(&path));
-        } else if path.extension().is_some_and(|e| e == "parquet")
-            && !dir.join("_snapshot.json").exists()
-        {
-            found.push(path);
-        }
-    }
-    found
+/// The Parquet files under `dir` (relative to it) whose directory holds no
+/// snapshot marker: files no committed (or committable) snapshot accounts
+/// for.
+fn unmarked_parquet(dir: &std::path::Path) -> Vec<String> {
+    let files = common::files_under(dir);
+    files
+        .iter()
+        .filter(|file| {
+            let path = std::path::Path::new(file);
+            let marker = path.with_file_name(datafusion_matview::spec::SNAPSHOT_MARKER);
+            path.extension().is_some_and(|e| e == "parquet")
+                && !files.contains(&marker.display().to_string())
+        })
+        .cloned()
+        .collect()
 }
 
 /// An executor process is killed with SIGKILL during a refresh, at the
@@ -704,7 +705,7 @@ async fn an_executor_killed_during_a_refresh_never_leaves_a_partial_view() {
             assert_eq!(after, before, "a failed refresh left the view as it was");
         }
     }
-    assert_eq!(unmarked_parquet(&catalog), Vec::<std::path::PathBuf>::new());
+    assert_eq!(unmarked_parquet(&catalog), Vec::<String>::new());
 
     // The survivor alone brings the view up to date.
     let (mode, _) = refresh(&s, "totals").await;
