@@ -238,19 +238,25 @@ impl<'a> Fingerprinter<'a> {
                     Err(e) => return Err(e.into()),
                 }
             };
-            for meta in metas {
-                if meta.location.as_ref().ends_with(extension.as_str())
-                    && url.contains(&meta.location, ignore_subdirectory)
-                {
-                    files.push(FileFingerprint {
-                        path: format!("{}{}", url.object_store().as_str(), meta.location),
-                        size: meta.size,
-                        version: meta
-                            .e_tag
-                            .clone()
-                            .unwrap_or_else(|| meta.last_modified.to_rfc3339()),
-                    });
-                }
+            let local = url.scheme() == "file";
+            let metas: Vec<ObjectMeta> = metas
+                .into_iter()
+                .filter(|meta| {
+                    meta.location.as_ref().ends_with(extension.as_str())
+                        && url.contains(&meta.location, ignore_subdirectory)
+                })
+                .collect();
+            let versions = if local {
+                local_versions(&metas).await
+            } else {
+                metas.iter().map(store_version).collect()
+            };
+            for (meta, version) in metas.iter().zip(versions) {
+                files.push(FileFingerprint {
+                    path: format!("{}{}", url.object_store().as_str(), meta.location),
+                    size: meta.size,
+                    version,
+                });
             }
         }
         files.sort();
@@ -259,11 +265,75 @@ impl<'a> Fingerprinter<'a> {
     }
 }
 
+/// What an object store shows of a file's version: its e-tag, else its
+/// last-modified time; empty (unknown) when it shows neither (an HTTP
+/// server without `ETag` and `Last-Modified` headers, which
+/// `object_store` reports as modified at the epoch), so that a file
+/// rewritten with the same size is never taken as unchanged.
+fn store_version(meta: &ObjectMeta) -> String {
+    match &meta.e_tag {
+        Some(e_tag) if !e_tag.is_empty() => e_tag.clone(),
+        _ if meta.last_modified.timestamp_nanos_opt() == Some(0) => String::new(),
+        _ => meta.last_modified.to_rfc3339(),
+    }
+}
+
+/// The versions of local files: the store's e-tag (inode, modification
+/// time, size) and the file's status change time, which no `touch -r`,
+/// `cp -p` or `rsync -t` can set back, so a file rewritten in place with
+/// its size and modification time restored is still seen as changed.
+/// A file whose size or modification time differs from its listing (it
+/// changed between the two looks, or the store is not the local file
+/// system at this path) gets an unknown version.
+async fn local_versions(metas: &[ObjectMeta]) -> Vec<String> {
+    let looks: Vec<(String, u64, chrono::DateTime<chrono::Utc>, String)> = metas
+        .iter()
+        .map(|m| {
+            (
+                format!("/{}", m.location),
+                m.size,
+                m.last_modified,
+                store_version(m),
+            )
+        })
+        .collect();
+    let stat = move || {
+        looks
+            .into_iter()
+            .map(|(path, size, modified, version)| {
+                change_time(&path, size, modified)
+                    .map(|ctime| format!("{version} ctime {ctime}"))
+                    .unwrap_or_default()
+            })
+            .collect()
+    };
+    tokio::task::spawn_blocking(stat)
+        .await
+        .unwrap_or_else(|_| vec![String::new(); metas.len()])
+}
+
+/// `seconds.nanoseconds` of the local file's status change time, when
+/// its size and modification time are those the listing showed.
+#[cfg(unix)]
+fn change_time(path: &str, size: u64, modified: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::metadata(path).ok()?;
+    let mtime = chrono::DateTime::<chrono::Utc>::from(metadata.modified().ok()?);
+    (metadata.len() == size && mtime == modified)
+        .then(|| format!("{}.{:09}", metadata.ctime(), metadata.ctime_nsec()))
+}
+
+/// Elsewhere the store's version is all there is.
+#[cfg(not(unix))]
+fn change_time(_: &str, _: u64, _: chrono::DateTime<chrono::Utc>) -> Option<String> {
+    Some(String::new())
+}
+
 /// A digest of what defines a listing table apart from its files: where
 /// and how it reads (format, every format option, file extension), its
 /// schema, partition columns and declared sort order. Option maps are
 /// sorted, so the same definition gives the same digest in every process.
-fn listing_definition(table: &ListingTable) -> String {
+pub(crate) fn listing_definition(table: &ListingTable) -> String {
     let options = table.options();
     let format = options.format.as_ref() as &dyn std::any::Any;
     let mut settings = Settings::default();

@@ -28,19 +28,44 @@ use crate::spec::{QualifiedName, ViewEntry};
 /// the session.
 pub(crate) type ViewDefaults = Arc<Mutex<HashMap<QualifiedName, (String, String)>>>;
 
+/// A row of [`MaterializedViewsFunction::batch`].
+#[derive(Debug)]
+pub enum Listed<'a> {
+    /// A view, with its freshness and the sources it names, comma-separated.
+    View {
+        /// The view.
+        view: &'a ViewEntry,
+        /// Its freshness now.
+        freshness: Freshness,
+        /// The sources that changed or cannot be fingerprinted.
+        sources: String,
+    },
+    /// A view of the index whose log cannot be read.
+    Broken {
+        /// The view.
+        name: &'a QualifiedName,
+        /// Why.
+        error: String,
+    },
+}
+
 /// `materialized_views()`: one row per view of the catalog.
 ///
 /// | column | type |
 /// |---|---|
 /// | table_catalog, table_schema, table_name | Utf8 |
-/// | definition | Utf8: the view's query |
+/// | definition | Utf8: the view's query; null when its log cannot be read |
 /// | populated | Boolean |
 /// | row_count | Int64, null when unpopulated |
 /// | size_bytes | Int64, null when unpopulated |
 /// | last_refreshed | Timestamp(µs, UTC), null when never |
-/// | created_at | Timestamp(µs, UTC) |
-/// | freshness | Utf8: `fresh`, `stale` or `unknown` (see [`crate::freshness`]) |
+/// | created_at | Timestamp(µs, UTC); null when its log cannot be read |
+/// | freshness | Utf8: `fresh`, `stale` or `unknown` (see [`crate::freshness`]), or `broken`: its log cannot be read |
 /// | changed_sources | Utf8: the sources that changed (stale) or cannot be fingerprinted (unknown), comma-separated; null when none |
+/// | error | Utf8: why a `broken` view cannot be read (`dfmv recover` rebuilds its log from its data); null otherwise |
+///
+/// One view whose log cannot be read is listed as `broken`; the others
+/// are listed as usual.
 ///
 /// Freshness is computed when the function is scanned, from listings and
 /// the views' logs only: no data file is read.
@@ -66,57 +91,75 @@ impl MaterializedViewsFunction {
             Field::new("table_catalog", DataType::Utf8, false),
             Field::new("table_schema", DataType::Utf8, false),
             Field::new("table_name", DataType::Utf8, false),
-            Field::new("definition", DataType::Utf8, false),
+            Field::new("definition", DataType::Utf8, true),
             Field::new("populated", DataType::Boolean, false),
             Field::new("row_count", DataType::Int64, true),
             Field::new("size_bytes", DataType::Int64, true),
             Field::new("last_refreshed", ts.clone(), true),
-            Field::new("created_at", ts, false),
+            Field::new("created_at", ts, true),
             Field::new("freshness", DataType::Utf8, false),
             Field::new("changed_sources", DataType::Utf8, true),
+            Field::new("error", DataType::Utf8, true),
         ]))
     }
 
-    /// The rows for `views`, with each view's freshness and the names of
-    /// the sources it reports.
-    pub fn batch(views: &[&ViewEntry], freshness: &[(Freshness, String)]) -> DFResult<RecordBatch> {
-        let strings = |f: &dyn Fn(usize) -> String| -> ArrayRef {
-            Arc::new(StringArray::from_iter_values((0..views.len()).map(f)))
+    /// One row per entry of `rows`: a view with its freshness and the
+    /// names of the sources it reports, or a view whose log cannot be
+    /// read (freshness `broken`, the reason in `error`).
+    pub fn batch(rows: &[Listed<'_>]) -> DFResult<RecordBatch> {
+        let n = rows.len();
+        let view = |i: usize| match &rows[i] {
+            Listed::View { view, .. } => Some(*view),
+            Listed::Broken { .. } => None,
         };
-        let snapshot = |i: usize| views[i].snapshot.as_ref();
+        let name = |i: usize| match &rows[i] {
+            Listed::View { view, .. } => &view.name,
+            Listed::Broken { name, .. } => *name,
+        };
+        let snapshot = |i: usize| view(i).and_then(|v| v.snapshot.as_ref());
+        let strings = |f: &dyn Fn(usize) -> Option<String>| -> ArrayRef {
+            Arc::new(StringArray::from_iter((0..n).map(f)))
+        };
         let columns: Vec<ArrayRef> = vec![
-            strings(&|i| views[i].name.catalog.clone()),
-            strings(&|i| views[i].name.schema.clone()),
-            strings(&|i| views[i].name.name.clone()),
-            strings(&|i| views[i].definition.sql.clone()),
+            strings(&|i| Some(name(i).catalog.clone())),
+            strings(&|i| Some(name(i).schema.clone())),
+            strings(&|i| Some(name(i).name.clone())),
+            strings(&|i| view(i).map(|v| v.definition.sql.clone())),
             Arc::new(BooleanArray::from_iter(
-                (0..views.len()).map(|i| Some(snapshot(i).is_some())),
+                (0..n).map(|i| Some(snapshot(i).is_some())),
             )),
             Arc::new(Int64Array::from_iter(
-                (0..views.len()).map(|i| snapshot(i).map(|s| s.row_count as i64)),
+                (0..n).map(|i| snapshot(i).map(|s| s.row_count as i64)),
             )),
             Arc::new(Int64Array::from_iter(
-                (0..views.len()).map(|i| snapshot(i).map(|s| s.size_bytes as i64)),
+                (0..n).map(|i| snapshot(i).map(|s| s.size_bytes as i64)),
             )),
             Arc::new(
                 TimestampMicrosecondArray::from_iter(
-                    (0..views.len())
-                        .map(|i| snapshot(i).map(|s| s.refreshed_at.timestamp_micros())),
+                    (0..n).map(|i| snapshot(i).map(|s| s.refreshed_at.timestamp_micros())),
                 )
                 .with_timezone("UTC"),
             ),
             Arc::new(
-                TimestampMicrosecondArray::from_iter_values(
-                    views.iter().map(|v| v.created_at.timestamp_micros()),
+                TimestampMicrosecondArray::from_iter(
+                    (0..n).map(|i| view(i).map(|v| v.created_at.timestamp_micros())),
                 )
                 .with_timezone("UTC"),
             ),
-            strings(&|i| freshness[i].0.as_str().to_owned()),
-            Arc::new(StringArray::from_iter(
-                freshness
-                    .iter()
-                    .map(|(_, names)| (!names.is_empty()).then_some(names.as_str())),
-            )),
+            strings(&|i| {
+                Some(match &rows[i] {
+                    Listed::View { freshness, .. } => freshness.as_str().to_owned(),
+                    Listed::Broken { .. } => "broken".to_owned(),
+                })
+            }),
+            strings(&|i| match &rows[i] {
+                Listed::View { sources, .. } if !sources.is_empty() => Some(sources.clone()),
+                _ => None,
+            }),
+            strings(&|i| match &rows[i] {
+                Listed::Broken { error, .. } => Some(error.clone()),
+                Listed::View { .. } => None,
+            }),
         ];
         Ok(RecordBatch::try_new(Self::schema(), columns)?)
     }
@@ -148,8 +191,7 @@ impl TableProvider for MaterializedViewsFunction {
             return plan_err!("materialized_views() needs a DataFusion SessionState");
         };
         self.catalog.reload().await?;
-        let states = self.catalog.views().await?;
-        let views: Vec<&ViewEntry> = states.iter().map(|s| &s.view).collect();
+        let states = self.catalog.views_each().await;
         let defaults = self
             .view_defaults
             .lock()
@@ -161,17 +203,32 @@ impl TableProvider for MaterializedViewsFunction {
             &options.catalog.default_catalog,
             &options.catalog.default_schema,
         );
-        let mut freshness = Vec::with_capacity(views.len());
-        for view in &views {
-            let f = fingerprinter.freshness(view).await?;
-            let names: Vec<String> = f
+        let mut rows = Vec::with_capacity(states.len());
+        for (name, read) in &states {
+            let view = match read {
+                Ok(Some(state)) => &state.view,
+                Ok(None) => continue,
+                Err(e) => {
+                    rows.push(Listed::Broken {
+                        name,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let freshness = fingerprinter.freshness(view).await?;
+            let sources: Vec<String> = freshness
                 .sources()
                 .iter()
                 .map(|n| n.short(catalog, schema))
                 .collect();
-            freshness.push((f, names.join(", ")));
+            rows.push(Listed::View {
+                view,
+                freshness,
+                sources: sources.join(", "),
+            });
         }
-        let batch = Self::batch(&views, &freshness)?;
+        let batch = Self::batch(&rows)?;
         Ok(MemorySourceConfig::try_new_exec(
             &[vec![batch]],
             Self::schema(),

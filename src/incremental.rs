@@ -53,7 +53,7 @@ use datafusion::logical_expr::{
 
 use crate::catalog::Catalog;
 use crate::error::Result;
-use crate::freshness::{Diff, Redefinition, leaves_under};
+use crate::freshness::{Diff, Redefinition, leaves_under, listing_definition};
 use crate::spec::{
     DataFile, FileFingerprint, Fingerprint, QualifiedName, Snapshot, SourceFingerprint,
 };
@@ -351,22 +351,40 @@ fn listing_of(
     Ok(listing.clone())
 }
 
-/// Whether `scan` reads `provider` (the same instance, or another provider
-/// of the same materialized view).
+/// Whether `scan` reads `provider`: the same relation by what it is, not
+/// by which object stands for it (see [`same_relation`]).
 fn reads(scan: &TableScan, provider: &Arc<dyn TableProvider>) -> bool {
-    let Ok(scanned) = source_as_provider(&scan.source) else {
-        return false;
-    };
-    if std::ptr::addr_eq(Arc::as_ptr(&scanned), Arc::as_ptr(provider)) {
+    match source_as_provider(&scan.source) {
+        Ok(scanned) => same_relation(&scanned, provider),
+        Err(_) => false,
+    }
+}
+
+/// Whether two providers are the same relation, told by what they are:
+/// listing tables by their definition (locations, format and its options,
+/// schema, partition columns, order), materialized views by name and
+/// definition id. DataFusion's dynamic file catalog and custom schema
+/// providers build a new provider on every lookup, and a table re-created
+/// with the same definition is a new object with the same meaning, so
+/// object identity alone would miss both.
+pub(crate) fn same_relation(a: &Arc<dyn TableProvider>, b: &Arc<dyn TableProvider>) -> bool {
+    if std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)) {
         return true;
     }
-    let view = |p: &Arc<dyn TableProvider>| {
-        (Arc::clone(p) as Arc<dyn std::any::Any + Send + Sync>)
-            .downcast::<MaterializedViewTable>()
-            .ok()
-    };
-    match (view(&scanned), view(provider)) {
-        (Some(a), Some(b)) => a.same_view(&b),
+    fn any(p: &Arc<dyn TableProvider>) -> &dyn std::any::Any {
+        p.as_ref()
+    }
+    if let (Some(a), Some(b)) = (
+        any(a).downcast_ref::<ListingTable>(),
+        any(b).downcast_ref::<ListingTable>(),
+    ) {
+        return listing_definition(a) == listing_definition(b);
+    }
+    match (
+        any(a).downcast_ref::<MaterializedViewTable>(),
+        any(b).downcast_ref::<MaterializedViewTable>(),
+    ) {
+        (Some(a), Some(b)) => a.same_view(b),
         _ => false,
     }
 }
@@ -551,6 +569,13 @@ pub(crate) fn full(
     })
 }
 
+/// Why a refresh cannot compute only what changed in `source` when the
+/// planned query has no scan that is provably `source`: reading the "new
+/// files" of a scan it cannot find would read everything again.
+fn not_found(source: &str) -> String {
+    format!("the query's scan of {source} cannot be told apart from its other relations")
+}
+
 /// Chooses how to bring a view up to date after `change` to the table
 /// `provider` (named `source` in messages), given the view's planned query
 /// and its current `snapshot`.
@@ -620,8 +645,10 @@ pub(crate) fn choose(
     match shape {
         Shape::Other(why) => Ok(Strategy::Full(why.clone())),
         Shape::Aggregate(aggregation) => {
-            if let Err(why) = linear(&aggregation.input, provider, source) {
-                return Ok(Strategy::Full(why));
+            match linear(&aggregation.input, provider, source) {
+                Ok(true) => {}
+                Ok(false) => return Ok(Strategy::Full(not_found(source))),
+                Err(why) => return Ok(Strategy::Full(why)),
             }
             if nothing {
                 return unchanged();
@@ -666,8 +693,10 @@ pub(crate) fn choose(
             })
         }
         Shape::Rows => {
-            if let Err(why) = linear(plan, provider, source) {
-                return Ok(Strategy::Full(why));
+            match linear(plan, provider, source) {
+                Ok(true) => {}
+                Ok(false) => return Ok(Strategy::Full(not_found(source))),
+                Err(why) => return Ok(Strategy::Full(why)),
             }
             if nothing {
                 return unchanged();

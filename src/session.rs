@@ -53,6 +53,7 @@ mod describe;
 mod drop;
 mod guard;
 mod names;
+mod rebind;
 mod refresh;
 mod relations;
 
@@ -344,10 +345,15 @@ pub struct MatviewSession {
     views_created_under: crate::functions::ViewDefaults,
 }
 
-/// The index version whose schemas the session last made list its views.
+/// What the session last brought up to the catalog's index.
 #[derive(Debug, Default)]
 struct Registrations {
+    /// The index version whose schemas list its views.
     version: u64,
+    /// The remembered relations as this session last created them (or
+    /// failed to), by name: another process's change to one shows as a
+    /// different entry in the index.
+    relations: BTreeMap<QualifiedName, RelationEntry>,
 }
 
 impl std::fmt::Debug for MatviewSession {
@@ -420,6 +426,12 @@ impl MatviewSession {
                 }
             }
             session.restore_failures = Arc::new(failures);
+            session.registrations().relations = session
+                .catalog
+                .relations()
+                .into_iter()
+                .map(|r| (r.name.clone(), r))
+                .collect();
         }
         Ok(session)
     }
@@ -538,7 +550,9 @@ impl MatviewSession {
                 self.empty()
             }
             Statement::Refresh(refresh) => {
-                let outcomes = self.refresh(&refresh).await?;
+                let outcomes = self
+                    .refresh_pinned(&refresh, &refresh::PinnedSources::new())
+                    .await?;
                 Ok(self.ctx.read_batch(RefreshOutcome::batch(&outcomes))?)
             }
             Statement::ExplainRefresh(refresh) => self.explain_refresh(&refresh).await,

@@ -344,7 +344,14 @@ impl ScriptChunk {
 /// key), for every object store datafusion-cli knows and Parquet
 /// encryption. A path to a credentials file is not a secret.
 pub fn is_secret_option(key: &str) -> bool {
-    let key = key.to_ascii_lowercase();
+    let key = key.trim().to_ascii_lowercase();
+    // A per-column option names its column after `::`
+    // (`format.crypto.file_decryption.column_key_as_hex::ssn`).
+    let key = key.split("::").next().unwrap_or_default();
+    if key.is_empty() {
+        // A key that could not be read: kept out, as if it were a secret.
+        return true;
+    }
     if key.ends_with("_path") || key.ends_with("_url") {
         return false;
     }
@@ -363,6 +370,10 @@ pub fn is_secret_option(key: &str) -> bool {
             "api_key",
             "sas_key",
             "master_key",
+            "customer_key",
+            "encryption_key",
+            "key_base64",
+            "key_as_base64",
         ]
         .iter()
         .any(|suffix| key.ends_with(suffix))
@@ -422,9 +433,27 @@ pub fn without_secret_options(sql: &str, dialect: &str) -> Result<(String, Vec<S
     let mut kept = vec![];
     let mut withheld = vec![];
     for item in items.iter().filter(|item| !item.is_empty()) {
+        // The key as DataFusion reads it, whatever the spelling: every
+        // kind of string literal (`'k'`, `E'k'`, `N'k'`, `$$k$$`, ...) or
+        // dotted words. Anything else reads as no key, which is withheld.
         let key = match &item[0].token {
-            Token::SingleQuotedString(key) | Token::DoubleQuotedString(key) => key.clone(),
-            _ => item
+            Token::SingleQuotedString(key)
+            | Token::DoubleQuotedString(key)
+            | Token::TripleSingleQuotedString(key)
+            | Token::TripleDoubleQuotedString(key)
+            | Token::SingleQuotedByteStringLiteral(key)
+            | Token::DoubleQuotedByteStringLiteral(key)
+            | Token::TripleSingleQuotedByteStringLiteral(key)
+            | Token::TripleDoubleQuotedByteStringLiteral(key)
+            | Token::SingleQuotedRawStringLiteral(key)
+            | Token::DoubleQuotedRawStringLiteral(key)
+            | Token::TripleSingleQuotedRawStringLiteral(key)
+            | Token::TripleDoubleQuotedRawStringLiteral(key)
+            | Token::NationalStringLiteral(key)
+            | Token::EscapedStringLiteral(key)
+            | Token::UnicodeStringLiteral(key) => key.clone(),
+            Token::DollarQuotedString(key) => key.value.clone(),
+            Token::Word(_) => item
                 .iter()
                 .take_while(|t| {
                     matches!(
@@ -434,6 +463,7 @@ pub fn without_secret_options(sql: &str, dialect: &str) -> Result<(String, Vec<S
                 })
                 .map(|t| t.token.to_string())
                 .collect(),
+            _ => String::new(),
         };
         if is_secret_option(&key) {
             withheld.push(key);

@@ -721,3 +721,384 @@ async fn a_refresh_pinned_to_a_source_version_reads_that_snapshot() {
 async fn common_version(s: &MatviewSession, view: &str) -> u64 {
     s.describe(&public(view)).await.unwrap().version
 }
+
+// ---------------------------------------------------------------------
+// Issue 29: never silently wrong across sessions and processes. Each
+// test below fails with the fix it names taken out.
+// ---------------------------------------------------------------------
+
+/// Writes the rows of `query` (run in a plain DataFusion session) to the
+/// Parquet file `path`.
+async fn write_parquet(path: &Path, query: &str) {
+    let ctx = SessionContext::new();
+    ctx.sql(&format!("COPY ({query}) TO '{}'", path.display()))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+}
+
+/// `query`'s rows, sorted, as run by a new DataFusion session that shares
+/// nothing with the sessions under test (the oracle): `setup` first.
+async fn oracle(setup: &[String], query: &str) -> String {
+    let ctx = SessionContext::new().enable_url_table();
+    for statement in setup {
+        ctx.sql(statement).await.unwrap().collect().await.unwrap();
+    }
+    sorted_text(ctx.sql(query).await.unwrap().collect().await.unwrap())
+}
+
+fn sorted_text(batches: Vec<RecordBatch>) -> String {
+    let mut lines: Vec<String> = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+        .lines()
+        .filter(|l| !l.starts_with('+'))
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+async fn view_rows(s: &MatviewSession, view: &str) -> String {
+    sorted_text(rows(s, &format!("SELECT * FROM {view}")).await)
+}
+
+/// Item 1: `FROM 'folder/'` (DataFusion's dynamic file catalog builds a
+/// new table on every lookup). The scan must be found by what the table
+/// is, or the "new files alone" become the whole folder and every old row
+/// is counted twice.
+#[tokio::test]
+async fn a_view_over_a_folder_named_by_path_reads_each_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    write_parquet(
+        &data.join("a.parquet"),
+        "SELECT value % 3 AS k, value AS v FROM generate_series(1, 1000)",
+    )
+    .await;
+    let s = MatviewSession::open(
+        SessionContext::new().enable_url_table(),
+        &dir.path().join("cat").display().to_string(),
+    )
+    .await
+    .unwrap();
+    let grouped = format!(
+        "SELECT k, count(*) AS n, sum(v) AS total FROM '{}/' GROUP BY k",
+        data.display()
+    );
+    let rowwise = format!("SELECT k, v FROM '{}/' WHERE v % 2 = 0", data.display());
+    s.sql(&format!("CREATE MATERIALIZED VIEW g AS {grouped}"))
+        .await
+        .unwrap();
+    s.sql(&format!("CREATE MATERIALIZED VIEW r AS {rowwise}"))
+        .await
+        .unwrap();
+    write_parquet(
+        &data.join("b.parquet"),
+        "SELECT value % 3 AS k, value AS v FROM generate_series(1001, 1500)",
+    )
+    .await;
+    for (view, query) in [("g", &grouped), ("r", &rowwise)] {
+        let (mode, detail) = refresh(&s, view).await;
+        assert_eq!(mode, "incremental", "{view}: {detail}");
+        assert!(detail.contains("1 file(s) appended"), "{view}: {detail}");
+        assert_eq!(
+            view_rows(&s, view).await,
+            oracle(&[], query).await,
+            "{view}"
+        );
+        assert_eq!(freshness(&s, view).await, "fresh");
+    }
+    assert_eq!(count(&s, "SELECT sum(n) FROM g").await, 1500);
+    assert_eq!(count(&s, "SELECT count(*) FROM r").await, 750);
+}
+
+/// A schema provider that builds a new table on every lookup, as custom
+/// catalogs (and DataFusion's dynamic file catalog) do.
+#[derive(Debug)]
+struct FreshListings {
+    dir: String,
+}
+
+#[async_trait::async_trait]
+impl datafusion::catalog::SchemaProvider for FreshListings {
+    fn table_names(&self) -> Vec<String> {
+        vec!["events".into()]
+    }
+
+    async fn table(
+        &self,
+        name: &str,
+    ) -> DFResult<Option<Arc<dyn datafusion::catalog::TableProvider>>> {
+        use datafusion::arrow::datatypes::{Field, Schema};
+        use datafusion::datasource::file_format::parquet::ParquetFormat;
+        use datafusion::datasource::listing::{
+            ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+        };
+        if name != "events" {
+            return Ok(None);
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Int64, true),
+            Field::new("v", DataType::Int64, true),
+        ]));
+        let config = ListingTableConfig::new(ListingTableUrl::parse(&self.dir)?)
+            .with_listing_options(
+                ListingOptions::new(Arc::new(ParquetFormat::default()))
+                    .with_file_extension(".parquet"),
+            )
+            .with_schema(schema);
+        Ok(Some(Arc::new(ListingTable::try_new(config)?)))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        name == "events"
+    }
+}
+
+/// Item 1: a custom `SchemaProvider` that makes a new provider per lookup.
+#[tokio::test]
+async fn a_view_over_a_custom_schema_provider_reads_each_row_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("events");
+    std::fs::create_dir(&data).unwrap();
+    let batch = "SELECT value % 5 AS k, value AS v FROM generate_series(1, 400)";
+    write_parquet(&data.join("a.parquet"), batch).await;
+    let ctx = SessionContext::new();
+    ctx.catalog("datafusion")
+        .unwrap()
+        .register_schema(
+            "lake",
+            Arc::new(FreshListings {
+                dir: format!("{}/", data.display()),
+            }),
+        )
+        .unwrap();
+    let s = MatviewSession::open(ctx, &dir.path().join("cat").display().to_string())
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW g AS SELECT k, count(*) AS n FROM lake.events GROUP BY k")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW r AS SELECT v FROM lake.events WHERE k = 1")
+        .await
+        .unwrap();
+    write_parquet(
+        &data.join("b.parquet"),
+        "SELECT value % 5 AS k, value AS v FROM generate_series(401, 600)",
+    )
+    .await;
+    let setup = [format!(
+        "CREATE EXTERNAL TABLE events STORED AS PARQUET LOCATION '{}/'",
+        data.display()
+    )];
+    for (view, query) in [
+        ("g", "SELECT k, count(*) AS n FROM events GROUP BY k"),
+        ("r", "SELECT v FROM events WHERE k = 1"),
+    ] {
+        let (mode, detail) = refresh(&s, view).await;
+        assert_eq!(mode, "incremental", "{view}: {detail}");
+        assert_eq!(
+            view_rows(&s, view).await,
+            oracle(&setup, query).await,
+            "{view}"
+        );
+    }
+    assert_eq!(count(&s, "SELECT sum(n) FROM g").await, 600);
+}
+
+/// Item 2: a table re-created under a plain view, first with the same
+/// definition (a setup script run again), then over other files. The
+/// refresh reads the table as it is defined now, as a new process does,
+/// and counts nothing twice.
+#[tokio::test]
+async fn a_table_recreated_under_a_plain_view_is_read_as_recreated() {
+    let dir = tempfile::tempdir().unwrap();
+    for folder in ["one", "two"] {
+        std::fs::create_dir(dir.path().join(folder)).unwrap();
+    }
+    write_numbers(&dir.path().join("one/a.csv"), 1..=500);
+    write_numbers(&dir.path().join("two/a.csv"), 1..=10);
+    let table = |folder: &str| {
+        format!(
+            "CREATE OR REPLACE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/{folder}/' OPTIONS ('format.has_header' 'true')",
+            dir.path().display()
+        )
+    };
+    let s = open(&dir.path().join("cat")).await;
+    s.sql(&table("one")).await.unwrap();
+    s.sql("CREATE VIEW pv AS SELECT n FROM t").await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW m AS SELECT count(*) AS c, sum(n) AS total FROM pv")
+        .await
+        .unwrap();
+    // The same definition again, then a file appended.
+    s.sql(&table("one")).await.unwrap();
+    write_numbers(&dir.path().join("one/b.csv"), 501..=600);
+    refresh(&s, "m").await;
+    assert_eq!(count(&s, "SELECT c FROM m").await, 600);
+    assert_eq!(count(&s, "SELECT total FROM m").await, 180_300);
+    // Another definition: the view must read it, and then be fresh.
+    s.sql(&table("two")).await.unwrap();
+    assert_eq!(freshness(&s, "m").await, "stale");
+    let (mode, detail) = refresh(&s, "m").await;
+    assert_eq!(mode, "full", "{detail}");
+    assert_eq!(count(&s, "SELECT c FROM m").await, 10);
+    assert_eq!(freshness(&s, "m").await, "fresh");
+    assert_eq!(count(&s, "SELECT count(*) FROM pv").await, 10);
+    // A new process agrees.
+    let fresh = open(&dir.path().join("cat")).await;
+    assert_eq!(count(&fresh, "SELECT c FROM m").await, 10);
+    assert_eq!(count(&fresh, "SELECT count(*) FROM pv").await, 10);
+    assert_eq!(freshness(&fresh, "m").await, "fresh");
+}
+
+/// Item 3: two sessions over one catalog (as two processes or servers):
+/// what one creates, replaces or drops among the remembered relations,
+/// the other sees at its next statement, and refreshes plan against it.
+#[tokio::test]
+async fn sessions_share_remembered_relations_as_they_change() {
+    let dir = tempfile::tempdir().unwrap();
+    for folder in ["src", "other"] {
+        std::fs::create_dir(dir.path().join(folder)).unwrap();
+    }
+    write_numbers(&dir.path().join("src/a.csv"), 1..=100);
+    write_numbers(&dir.path().join("other/a.csv"), 1..=10);
+    let catalog = dir.path().join("cat");
+    let a = open(&catalog).await;
+    a.sql(&format!(
+        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' 'true')",
+        dir.path().display()
+    ))
+    .await
+    .unwrap();
+    a.sql("CREATE VIEW pv AS SELECT n FROM t WHERE n <= 50")
+        .await
+        .unwrap();
+    a.sql("CREATE MATERIALIZED VIEW m AS SELECT count(*) AS c FROM pv")
+        .await
+        .unwrap();
+    let b = open(&catalog).await;
+    assert_eq!(freshness(&b, "m").await, "fresh");
+    assert_eq!(count(&b, "SELECT c FROM m").await, 50);
+
+    // A redefines the plain view: B sees m stale and refreshes with the
+    // new definition.
+    a.sql("CREATE OR REPLACE VIEW pv AS SELECT n FROM t WHERE n <= 20")
+        .await
+        .unwrap();
+    assert_eq!(freshness(&b, "m").await, "stale");
+    let (mode, detail) = refresh(&b, "m").await;
+    assert_eq!(mode, "full", "{detail}");
+    assert_eq!(count(&b, "SELECT c FROM m").await, 20);
+    assert_eq!(count(&b, "SELECT count(*) FROM pv").await, 20);
+    assert_eq!(freshness(&a, "m").await, "fresh");
+
+    // A replaces the table under the plain view: B reads the new one.
+    a.sql(&format!(
+        "CREATE OR REPLACE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/other/' OPTIONS ('format.has_header' 'true')",
+        dir.path().display()
+    ))
+    .await
+    .unwrap();
+    assert_eq!(freshness(&b, "m").await, "stale");
+    refresh(&b, "m").await;
+    assert_eq!(count(&b, "SELECT c FROM m").await, 10);
+    assert_eq!(count(&b, "SELECT count(*) FROM pv").await, 10);
+    assert_eq!(count(&a, "SELECT count(*) FROM pv").await, 10);
+
+    // Created after B opened: B has it; dropped: B no longer has it.
+    a.sql("CREATE VIEW small AS SELECT n FROM t WHERE n < 4")
+        .await
+        .unwrap();
+    assert_eq!(count(&b, "SELECT count(*) FROM small").await, 3);
+    a.sql("DROP VIEW small").await.unwrap();
+    let err = b.sql("SELECT * FROM small").await.unwrap_err().to_string();
+    assert!(err.contains("small"), "{err}");
+}
+
+/// Item 4: a file rewritten in place with its size kept and its
+/// modification time put back (`cp` then `touch -r`, `rsync -t
+/// --inplace`) is a change: its status change time moved.
+#[tokio::test]
+async fn a_file_rewritten_in_place_with_its_mtime_restored_is_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let file = dir.path().join("src/a.csv");
+    std::fs::write(&file, "n\n1\n2\n3\n").unwrap();
+    let s = open(&dir.path().join("cat")).await;
+    s.sql(&format!(
+        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' 'true')",
+        dir.path().display()
+    ))
+    .await
+    .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW m AS SELECT sum(n) AS total FROM t")
+        .await
+        .unwrap();
+    assert_eq!(count(&s, "SELECT total FROM m").await, 6);
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // Same size, same inode, other rows; then the old mtime.
+    std::fs::write(&file, "n\n7\n8\n9\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&file)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        modified
+    );
+    assert_eq!(freshness(&s, "m").await, "stale");
+    let (mode, detail) = refresh(&s, "m").await;
+    assert_ne!(mode, "no_op", "{detail}");
+    assert_eq!(count(&s, "SELECT total FROM m").await, 24);
+    assert_eq!(freshness(&s, "m").await, "fresh");
+}
+
+/// Item 5: DROP of a view racing a CREATE of a view over it, in two
+/// sessions. The dependency checks are requirements of the commits, so
+/// both can never land: a catalog never holds a view over a dropped one.
+#[tokio::test]
+async fn a_drop_and_a_create_over_it_never_both_land() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("cat");
+    let a = open(&catalog).await;
+    let b = open(&catalog).await;
+    let (mut creates, mut drops) = (0, 0);
+    for i in 0..12 {
+        a.sql(&format!(
+            "CREATE MATERIALIZED VIEW v{i} AS SELECT * FROM (VALUES (1), (2)) AS t(x)"
+        ))
+        .await
+        .unwrap();
+        rows(&b, "SELECT 1").await;
+        let drop = format!("DROP MATERIALIZED VIEW v{i}");
+        let create = format!("CREATE MATERIALIZED VIEW w{i} AS SELECT x FROM v{i}");
+        let (dropped, created) = tokio::join!(a.sql(&drop), b.sql(&create));
+        creates += created.is_ok() as usize;
+        drops += dropped.is_ok() as usize;
+        assert!(
+            !(dropped.is_ok() && created.is_ok()),
+            "round {i}: both the DROP of v{i} and the CREATE of w{i} over it landed"
+        );
+        // What a new session finds agrees: no view over a missing one.
+        let c = open(&catalog).await;
+        let index = c.catalog().reload().await.unwrap();
+        for view in index.views.values() {
+            for source in &view.sources {
+                assert!(
+                    index.view(source).is_some(),
+                    "{} reads {}, which was dropped",
+                    view.name,
+                    source
+                );
+            }
+        }
+    }
+    eprintln!("{drops} drops and {creates} creates landed of 12 races each");
+}

@@ -1354,3 +1354,77 @@ async fn a_view_from_a_newer_definition_format_is_queryable_but_not_refreshable(
          it can be queried but not refreshed\nHINT: Upgrade datafusion-matview to refresh it."
     );
 }
+
+/// A view whose log alone was lost (its data and snapshot marker intact)
+/// is listed as broken while the others answer, and `recover` brings it
+/// back with its data even when the index moved on after its last
+/// refresh (issue 29, item 8).
+#[tokio::test]
+async fn recover_keeps_a_view_whose_log_alone_was_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = dir.path().join("cat");
+    let target = Target::local(&catalog);
+    let s = open(&target, Duration::from_secs(3600)).await;
+    s.sql("CREATE MATERIALIZED VIEW a AS SELECT * FROM (VALUES (1), (2), (3)) AS t(x)")
+        .await
+        .unwrap();
+    // The index moves on after `a`'s snapshot was written.
+    s.sql("CREATE MATERIALIZED VIEW b AS SELECT 7 AS x")
+        .await
+        .unwrap();
+    let slot = s
+        .catalog()
+        .index()
+        .view(&datafusion_matview::spec::QualifiedName::new(
+            "datafusion",
+            "public",
+            "a",
+        ))
+        .unwrap()
+        .slot
+        .clone();
+    s.catalog().reload().await.unwrap();
+    drop(s);
+    std::fs::remove_dir_all(catalog.join("_matview/views").join(&slot)).unwrap();
+
+    // The listing shows `a` as broken, with why, and `b` as usual.
+    let s = open(&target, Duration::from_secs(3600)).await;
+    let batches = s
+        .sql("SELECT table_name, freshness, error IS NOT NULL FROM materialized_views() ORDER BY table_name")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string();
+    assert!(text.contains("| a          | broken    | true"), "{text}");
+    assert!(text.contains("| b          | fresh     | false"), "{text}");
+    let error = s
+        .sql("SELECT error FROM materialized_views() WHERE table_name = 'a'")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let error = error[0].column(0).as_string::<i32>().value(0).to_owned();
+    assert!(error.contains("dfmv recover"), "{error}");
+    assert!(!error.contains("RECOVER MATERIALIZED VIEWS"), "{error}");
+    drop(s);
+
+    let report = MatviewSession::recover(&SessionContext::new(), &target.location)
+        .await
+        .unwrap();
+    assert!(report.lost.is_empty(), "{:?}", report.lost);
+    assert_eq!(
+        report.views,
+        [
+            "datafusion.public.a (3 rows)",
+            "datafusion.public.b (1 rows)"
+        ]
+    );
+    let s = open(&target, Duration::from_secs(3600)).await;
+    assert_eq!(values(&s, "SELECT x FROM a ORDER BY x").await, [1, 2, 3]);
+    assert_eq!(values(&s, "SELECT x FROM b").await, [7]);
+}

@@ -35,6 +35,21 @@ pub enum Requirement {
         /// The snapshot id.
         id: Option<String>,
     },
+    /// No materialized view reads this relation, apart from those being
+    /// dropped with it (DROP: a view created over it by another session
+    /// after the dependency check must stop the drop).
+    NoDependents {
+        /// The relation being dropped.
+        name: QualifiedName,
+        /// What it is, as messages name it: `table`, `view`, `materialized view`.
+        kind: String,
+        /// Everything the same commit drops.
+        dropping: Vec<QualifiedName>,
+    },
+    /// The relation is still in the catalog, as a materialized view or a
+    /// remembered table or view (CREATE: what the new view reads must not
+    /// have been dropped by another session meanwhile).
+    SourceExists(QualifiedName),
 }
 
 impl Requirement {
@@ -84,6 +99,43 @@ impl Requirement {
                     Ok(())
                 } else {
                     conflict("it was refreshed by another session")
+                }
+            }
+            Requirement::NoDependents {
+                name,
+                kind,
+                dropping,
+            } => {
+                let details: Vec<String> = index
+                    .views
+                    .values()
+                    .filter(|v| !dropping.contains(&v.name) && v.sources.contains(name))
+                    .map(|v| {
+                        format!(
+                            "materialized view {} depends on {kind} {}",
+                            crate::spec::quote_ident(&v.name.name),
+                            crate::spec::quote_ident(&name.name)
+                        )
+                    })
+                    .collect();
+                if details.is_empty() {
+                    Ok(())
+                } else {
+                    Err(Error::DependentObjects {
+                        object: Some(format!("{kind} {}", crate::spec::quote_ident(&name.name))),
+                        details,
+                    })
+                }
+            }
+            Requirement::SourceExists(source) => {
+                if index.view(source).is_some() || index.relations.iter().any(|r| &r.name == source)
+                {
+                    Ok(())
+                } else {
+                    conflict(&format!(
+                        "{} which it reads was dropped by another session",
+                        crate::spec::quote_ident(&source.name)
+                    ))
                 }
             }
         }

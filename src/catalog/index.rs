@@ -338,7 +338,7 @@ impl Catalog {
             None => Err(Error::CorruptManifest {
                 path: self.index_log.display(&self.index_log.dir().clone()),
                 reason: "an index version is missing and no checkpoint covers it; \
-                         run RECOVER MATERIALIZED VIEWS"
+                         run `dfmv recover` (MatviewSession::recover) to rebuild it from the views' data"
                     .into(),
             }),
         }

@@ -3,6 +3,12 @@
 use super::*;
 
 impl Catalog {
+    /// `path` of the catalog's store as a URL (`file:///tmp/c/...`,
+    /// `s3://bucket/...`), as messages show it.
+    fn url_of(&self, path: &Path) -> String {
+        format!("{}{path}", self.store_url.as_str())
+    }
+
     /// Rebuilds the catalog from its data when the manifest log is lost or
     /// unreadable: every complete snapshot leaves a `_snapshot.json` marker
     /// with its view's definition and files; the newest complete snapshot
@@ -114,7 +120,9 @@ impl Catalog {
             let marker: SnapshotMarker = match serde_json::from_slice(&bytes) {
                 Ok(m) => m,
                 Err(e) => {
-                    report.skipped.push(format!("{path}: unreadable: {e}"));
+                    report
+                        .skipped
+                        .push(format!("{}: unreadable: {e}", self.url_of(&path)));
                     continue;
                 }
             };
@@ -125,7 +133,8 @@ impl Catalog {
                 .find(|f| sizes.get(&f.path) != Some(&f.size))
             {
                 report.skipped.push(format!(
-                    "{path}: data file {} is missing or changed",
+                    "{}: data file {} is missing or changed",
+                    self.url_of(&path),
                     missing.path
                 ));
                 continue;
@@ -133,12 +142,19 @@ impl Catalog {
             // A snapshot written before the base version was committed, of a
             // view the base does not have (as that definition), was dropped
             // or replaced: do not bring it back.
-            let known = newest
+            // Known: the base index has this definition of the view (its
+            // log alone may be what was lost), or a newer marker of it.
+            let known = base
+                .views
                 .get(&marker.view.name)
-                .is_some_and(|v| v.id == marker.view.id);
+                .is_some_and(|v| v.id == marker.view.id)
+                || newest
+                    .get(&marker.view.name)
+                    .is_some_and(|v| v.id == marker.view.id);
             if !known && marker.snapshot.refreshed_at <= base_time {
                 report.skipped.push(format!(
-                    "{path}: superseded before the last readable version"
+                    "{}: superseded before the last readable version",
+                    self.url_of(&path)
                 ));
                 continue;
             }

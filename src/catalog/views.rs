@@ -140,7 +140,7 @@ impl Catalog {
         let Some(latest) = latest else {
             return Err(Error::CorruptManifest {
                 path: log.log.display(log.log.dir()),
-                reason: "the view's log has no version; run RECOVER MATERIALIZED VIEWS".into(),
+                reason: "the view's log has no version; run `dfmv recover` (MatviewSession::recover) to rebuild it from the view's data".into(),
             });
         };
         if let Some(state) = cached.filter(|s| s.version >= latest) {
@@ -291,6 +291,24 @@ impl Catalog {
             .await
     }
 
+    /// Every view of the loaded index with its latest state, or why it
+    /// cannot be read: one broken log does not hide the other views.
+    pub async fn views_each(&self) -> Vec<(QualifiedName, ViewRead)> {
+        let index = self.index();
+        let reads: Vec<BoxFuture<'_, (QualifiedName, ViewRead)>> = index
+            .views
+            .keys()
+            .cloned()
+            .map(|name| {
+                Box::pin(async move {
+                    let read = self.view(&name).await;
+                    (name, read)
+                }) as BoxFuture<'_, _>
+            })
+            .collect();
+        futures::stream::iter(reads).buffered(32).collect().await
+    }
+
     /// A format 1 view as a view version.
     fn legacy_view(&self, name: &QualifiedName) -> Option<Arc<ViewVersion>> {
         let manifest = self.legacy()?;
@@ -404,3 +422,7 @@ pub(super) fn commit_id_in(bytes: &[u8]) -> Result<String> {
             reason: e.to_string(),
         })
 }
+
+/// A view's latest state as read from its log (`None`: no such view), or
+/// why it cannot be read.
+pub type ViewRead = Result<Option<Arc<ViewVersion>>>;

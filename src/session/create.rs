@@ -113,13 +113,25 @@ impl MatviewSession {
                 }
             });
         }
-        let requirements = [match &replaced {
+        // What it reads and the catalog holds must still be there when it
+        // commits: another session may drop it meanwhile.
+        let held = self.catalog.index();
+        let sources = entry
+            .definition
+            .sources
+            .iter()
+            .filter(|s| held.view(s).is_some() || held.relations.iter().any(|r| &r.name == *s))
+            .map(|s| Requirement::SourceExists(s.clone()));
+        let requirements: Vec<Requirement> = [match &replaced {
             None => Requirement::ViewAbsent(name.clone()),
             Some(id) => Requirement::ViewIs {
                 name: name.clone(),
                 id: id.clone(),
             },
-        }];
+        }]
+        .into_iter()
+        .chain(sources)
+        .collect();
         // The definition's own log first: nothing references it until the
         // index commit does.
         let slot = match self.catalog.create_view_log(&entry).await {
@@ -210,7 +222,18 @@ impl MatviewSession {
         let (default_catalog, default_schema) = self.defaults();
         let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
         let sql = create.query.to_string();
-        let plan = state.create_logical_plan(&sql).await?;
+        let mut plan = state.create_logical_plan(&sql).await?;
+        // Plain views read the relations their names mean now, as in a new
+        // process (see `rebind`); planned again if one had to be.
+        let read = self
+            .sources_of(&plan, &default_catalog, &default_schema)
+            .await?;
+        if self
+            .rebind_views(&read.into_iter().collect::<Vec<_>>())
+            .await?
+        {
+            plan = state.create_logical_plan(&sql).await?;
+        }
         let normalizer = IdentNormalizer::new(self.normalizes_idents());
         let column_names: Vec<String> = create
             .columns

@@ -57,7 +57,7 @@ impl MatviewSession {
     /// snapshot and its freshness now. [`Error::NotFound`] when there is no
     /// such view.
     pub async fn describe(&self, name: &QualifiedName) -> Result<ViewDescription> {
-        self.catalog.reload().await?;
+        self.sync().await?;
         let display = self.display(name);
         let state = self
             .catalog
@@ -131,6 +131,7 @@ impl MatviewSession {
         limit: usize,
     ) -> Result<Vec<QualifiedName>> {
         use std::ops::Bound;
+        self.sync().await?;
         let index = self.catalog.reload().await?;
         let start = match (after, namespace) {
             (Some(after), _) => Bound::Excluded(after.clone()),

@@ -124,8 +124,12 @@ impl MatviewSession {
             .filter(|(_, k)| *k == Kind::View)
             .map(|(n, _)| n)
             .collect();
+        // Checked again at every attempt of the commit: a view another
+        // session created over one of them since the check above stops it.
+        let requirements = no_dependents(&order);
         self.catalog
             .commit(|index| {
+                Requirement::check_all(&requirements, index, None, "")?;
                 for name in &dropped {
                     index.remove_view(name);
                 }
@@ -135,6 +139,9 @@ impl MatviewSession {
                 Ok(())
             })
             .await?;
+        for name in &views {
+            self.applied(name, None);
+        }
         deregister_views()?;
         for name in &dropped {
             self.deregister(name)?;
@@ -390,15 +397,36 @@ impl MatviewSession {
             .iter()
             .any(|n| remembered.relations.iter().any(|r| &r.name == n))
         {
+            let forgotten: Vec<(QualifiedName, Kind)> =
+                forget.iter().map(|n| (n.clone(), kind)).collect();
+            let requirements = no_dependents(&forgotten);
             self.catalog
                 .commit(|m| {
+                    Requirement::check_all(&requirements, m, None, "")?;
                     for name in &forget {
                         m.remove_relation(name);
                     }
                     Ok(())
                 })
                 .await?;
+            for name in &forget {
+                self.applied(name, None);
+            }
         }
         Ok(result)
     }
+}
+
+/// That no materialized view outside `dropping` reads any of them, as
+/// commit requirements (see [`Requirement::NoDependents`]).
+fn no_dependents(dropping: &[(QualifiedName, Kind)]) -> Vec<Requirement> {
+    let names: Vec<QualifiedName> = dropping.iter().map(|(n, _)| n.clone()).collect();
+    dropping
+        .iter()
+        .map(|(name, kind)| Requirement::NoDependents {
+            name: name.clone(),
+            kind: kind.as_str().into(),
+            dropping: names.clone(),
+        })
+        .collect()
 }

@@ -154,7 +154,66 @@ impl MatviewSession {
         for (catalog, schema) in self.catalog.schemas() {
             self.install_schema(&catalog, &schema)?;
         }
+        if self.options.remember_relations {
+            self.sync_relations().await?;
+        }
         self.registrations().version = version;
         Ok(())
+    }
+
+    /// Brings the remembered relations of this session up to the loaded
+    /// index: those another process created, replaced or dropped since
+    /// this one last looked are created, re-created or dropped here too;
+    /// then, if any was, every remembered plain view is planned again, so
+    /// that views over a replaced table read the new one. A relation that
+    /// cannot be re-created here is dropped here (with a warning), never
+    /// left as its old definition.
+    async fn sync_relations(&self) -> Result<()> {
+        let now = self.catalog.relations();
+        let applied = std::mem::take(&mut self.registrations().relations);
+        let removed: Vec<&QualifiedName> = applied
+            .keys()
+            .filter(|name| !now.iter().any(|r| &r.name == *name))
+            .collect();
+        let changed: Vec<&RelationEntry> = now
+            .iter()
+            .filter(|r| applied.get(&r.name) != Some(*r))
+            .collect();
+        if !removed.is_empty() || !changed.is_empty() {
+            for name in removed {
+                if self.catalog.index().view(name).is_none() {
+                    self.deregister(name)?;
+                }
+                self.created_under().remove(name);
+            }
+            let tables = changed
+                .iter()
+                .filter(|r| r.kind == RelationKind::ExternalTable);
+            for relation in tables {
+                if let Err(e) = self.restore_relation(relation).await {
+                    log::warn!(
+                        "could not re-create {} as another process defined it: {e}",
+                        self.display(&relation.name)
+                    );
+                    self.deregister(&relation.name)?;
+                }
+            }
+            self.replan_remembered_views(None).await?;
+        }
+        self.registrations().relations = now.into_iter().map(|r| (r.name.clone(), r)).collect();
+        Ok(())
+    }
+
+    /// Records that this session created `relation` as the catalog now
+    /// remembers it (or, `None`, forgot `name`), so that catching up with
+    /// the index does not create it again.
+    pub(super) fn applied(&self, name: &QualifiedName, relation: Option<&RelationEntry>) {
+        let mut registrations = self.registrations();
+        match relation {
+            Some(relation) => registrations
+                .relations
+                .insert(name.clone(), relation.clone()),
+            None => registrations.relations.remove(name),
+        };
     }
 }

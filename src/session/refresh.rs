@@ -62,6 +62,7 @@ impl MatviewSession {
     /// views it reads (directly or through plain views), in dependency
     /// order, each once. One outcome per view refreshed, the named view last.
     pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<Vec<RefreshOutcome>> {
+        self.sync().await?;
         self.refresh_pinned(refresh, &PinnedSources::new()).await
     }
 
@@ -89,6 +90,7 @@ impl MatviewSession {
         if source_versions.is_empty() {
             return self.refresh(refresh).await;
         }
+        self.sync().await?;
         let name = self.resolve(&refresh.name)?;
         let display = self.display(&name);
         if refresh.cascade {
@@ -129,7 +131,7 @@ impl MatviewSession {
         Ok(pinned)
     }
 
-    async fn refresh_pinned(
+    pub(super) async fn refresh_pinned(
         &self,
         refresh: &RefreshMaterializedView,
         pinned: &PinnedSources,
@@ -254,6 +256,11 @@ impl MatviewSession {
                 }));
             }
         }
+        // Plain views read the relations their names mean now, as in a new
+        // process (see `rebind`).
+        self.rebind_views(&entry.definition.sources)
+            .await
+            .map_err(failed)?;
         // Fingerprint the sources before reading them: a change made while
         // the query runs leaves the view stale, never wrongly fresh.
         // Planning reads no data, so the two run together.
@@ -498,7 +505,20 @@ impl MatviewSession {
             })
             .await;
         let version = match committed {
-            Ok(((), view)) => view.version,
+            Ok(((), view)) => {
+                // A view log is committed apart from the index: a DROP (or
+                // CREATE OR REPLACE) that committed to the index after this
+                // refresh planned leaves this version in a log nothing
+                // reads. Say so rather than report a refresh of a view
+                // that is gone.
+                let index = self.catalog.reload().await?;
+                Requirement::ViewIs {
+                    name: name.clone(),
+                    id: entry.id.clone(),
+                }
+                .check(&index, None, &display)?;
+                view.version
+            }
             Err(e) => {
                 // Only what provably did not land is ours to delete.
                 if e.commit_rejected() {

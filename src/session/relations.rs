@@ -103,6 +103,38 @@ impl MatviewSession {
                 Ok(())
             })
             .await?;
+        self.applied(&entry.name, Some(&entry));
+        if existed {
+            // Plain views over what was replaced read the new definition,
+            // as they do in every other process (which re-create them).
+            self.replan_remembered_views(Some(&entry.name)).await?;
+        }
+        Ok(())
+    }
+
+    /// Re-creates every remembered plain view but `except` from its SQL,
+    /// against the relations registered now: after a relation they may
+    /// read was created, replaced or dropped. One that no longer plans is
+    /// dropped from this session (with a warning), as a new process would
+    /// fail to restore it.
+    pub(super) async fn replan_remembered_views(
+        &self,
+        except: Option<&QualifiedName>,
+    ) -> Result<()> {
+        let views = self
+            .catalog
+            .relations()
+            .into_iter()
+            .filter(|r| r.kind == RelationKind::View && Some(&r.name) != except);
+        for view in views {
+            if let Err(e) = self.restore_relation(&view).await {
+                log::warn!(
+                    "could not re-create view {} over the relations as they are now: {e}",
+                    self.display(&view.name)
+                );
+                self.deregister(&view.name)?;
+            }
+        }
         Ok(())
     }
 }

@@ -63,7 +63,10 @@ impl Fingerprint {
         match self {
             Fingerprint::Unknown => true,
             Fingerprint::View { sources, .. } => sources.iter().any(|s| s.fingerprint.is_unknown()),
-            Fingerprint::Files { .. } | Fingerprint::Snapshot { .. } => false,
+            // A file whose version the store does not show may have been
+            // rewritten with the same size.
+            Fingerprint::Files { files, .. } => files.iter().any(|f| f.version.is_empty()),
+            Fingerprint::Snapshot { .. } => false,
         }
     }
 
@@ -85,6 +88,9 @@ pub struct FileFingerprint {
     pub path: String,
     /// Size in bytes.
     pub size: u64,
-    /// E-tag where the store gives one, else the last-modified time.
+    /// E-tag where the store gives one, else the last-modified time; for
+    /// local files also the status change time (`ctime`). Empty when the
+    /// store shows no version: the file's content cannot be told
+    /// unchanged, and the table's fingerprint is unknown.
     pub version: String,
 }

@@ -213,6 +213,83 @@ fn secret_options_are_left_out_of_the_text() {
     }
 }
 
+/// Every credential or key option of the object stores (object_store's
+/// aws, gcp and azure config keys, and datafusion-cli's `aws.`/`gcp.`
+/// spellings of them) and of Parquet encryption, in every spelling SQL
+/// allows for an option key: none may reach the stored text.
+#[test]
+fn every_secret_option_in_every_spelling_is_left_out() {
+    let keys = [
+        // object_store AmazonS3ConfigKey and datafusion-cli's aws.*
+        "aws_access_key_id",
+        "access_key_id",
+        "aws_secret_access_key",
+        "secret_access_key",
+        "aws_session_token",
+        "aws_token",
+        "session_token",
+        "token",
+        "aws_sse_customer_key_base64",
+        "sse_customer_key_base64",
+        "aws.access_key_id",
+        "aws.secret_access_key",
+        "aws.session_token",
+        "aws.token",
+        "aws.sse_customer_key_base64",
+        // GoogleConfigKey and gcp.*
+        "google_service_account_key",
+        "service_account_key",
+        "gcp.service_account_key",
+        // AzureConfigKey and azure.*
+        "azure_storage_account_key",
+        "azure_storage_access_key",
+        "access_key",
+        "azure_client_secret",
+        "client_secret",
+        "azure_storage_sas_key",
+        "azure_storage_sas_token",
+        "sas_token",
+        "azure_storage_token",
+        "bearer_token",
+        "azure.account_key",
+        // HTTP and Hugging Face
+        "hf.token",
+        // Parquet modular encryption: footer and per-column keys
+        "format.crypto.file_encryption.footer_key_as_hex",
+        "format.crypto.file_decryption.footer_key_as_hex",
+        "format.crypto.file_encryption.column_key_as_hex::ssn",
+        "format.crypto.file_decryption.column_key_as_hex::\"Mixed Case\"",
+    ];
+    for key in keys {
+        let upper = key.to_ascii_uppercase();
+        let spellings = [
+            format!("'{key}'"),
+            format!("E'{key}'"),
+            format!("N'{key}'"),
+            format!("$${key}$$"),
+            format!("'{upper}'"),
+        ];
+        for spelled in spellings {
+            let sql = format!(
+                "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 'x' OPTIONS ('format.pushdown_filters' 'true', {spelled} 'S3CR3T')"
+            );
+            let (text, withheld) = without_secret_options(&sql, "postgresql").unwrap();
+            assert!(!text.contains("S3CR3T"), "{spelled}: {text}");
+            assert!(text.contains("'format.pushdown_filters' 'true'"), "{text}");
+            assert_eq!(withheld.len(), 1, "{spelled}");
+        }
+    }
+    // Bare words (a key without quotes), also with a column suffix.
+    let sql = "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION 'x' OPTIONS (aws.secret_access_key 'S3CR3T', format.crypto.file_decryption.column_key_as_hex::ssn 'S3CR3T')";
+    let (text, withheld) = without_secret_options(sql, "generic").unwrap();
+    assert!(!text.contains("S3CR3T"), "{text}");
+    assert_eq!(withheld.len(), 2);
+    // A key that is not a string or words is kept out too.
+    let sql = "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'x' OPTIONS (X'6b6579' 'S3CR3T')";
+    let (text, _) = without_secret_options(sql, "generic").unwrap();
+    assert!(!text.contains("S3CR3T"), "{text}");
+}
+
 #[test]
 fn refresh_drop_show() {
     assert_eq!(

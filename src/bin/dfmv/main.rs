@@ -300,7 +300,9 @@ async fn run(args: Args) -> Result<bool, BoxError> {
         for lost in &report.lost {
             println!("  not recovered: {lost}");
         }
-        return Ok(true);
+        // Something the catalog had is gone: a failure, though the rest
+        // was recovered.
+        return Ok(report.lost.is_empty());
     }
 
     let options = MatviewOptions {

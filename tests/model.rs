@@ -1,0 +1,415 @@
+//! A model-based test of one catalog shared by several sessions and
+//! processes (issue 29): two library sessions (as two servers would hold)
+//! and the `dfmv` binary as a third process run random sequences of
+//! table and plain-view (re)definitions, appends, removals and in-place
+//! rewrites (same size, modification time put back), refreshes and
+//! freshness checks. After every refresh, and for every view any of them
+//! reports `fresh`, the view must equal its query run by a new DataFusion
+//! session that shares nothing with them (the oracle), over the relations
+//! as the model says they are defined now.
+//!
+//! Short run (part of `cargo test`): 3 sequences of 12 steps. Long run:
+//! `DFMV_MODEL_SEQUENCES=2000 DFMV_MODEL_STEPS=10 cargo test --test model -- --nocapture`;
+//! `DFMV_MODEL_SEED` replays one sequence.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::prelude::SessionContext;
+use datafusion_matview::{MatviewOptions, MatviewSession};
+
+const BIN: &str = env!("CARGO_BIN_EXE_dfmv");
+
+/// xorshift64*: a small seeded generator, so a failing sequence replays.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const FOLDERS: [&str; 2] = ["one", "two"];
+
+/// The materialized views of every sequence: through a plain view,
+/// row-wise, grouped, and over a folder named by path.
+fn views(dir: &Path) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "m_agg",
+            "SELECT count(*) AS c, sum(n) AS s FROM pv".to_owned(),
+        ),
+        ("m_rows", "SELECT n FROM t WHERE n % 3 = 0".to_owned()),
+        (
+            "m_grp",
+            "SELECT n % 5 AS k, count(*) AS c, max(n) AS hi FROM t GROUP BY n % 5".to_owned(),
+        ),
+        (
+            "m_path",
+            format!(
+                "SELECT n % 7 AS k, count(*) AS c FROM '{}/one/' GROUP BY n % 7",
+                dir.display()
+            ),
+        ),
+    ]
+}
+
+/// What the relations are now, as the model knows them.
+struct Model {
+    dir: PathBuf,
+    table_folder: &'static str,
+    view_bound: u64,
+    next_file: usize,
+}
+
+impl Model {
+    fn table_sql(&self) -> String {
+        format!(
+            "CREATE OR REPLACE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/{}/' OPTIONS ('format.has_header' 'true')",
+            self.dir.display(),
+            self.table_folder
+        )
+    }
+
+    fn view_sql(&self) -> String {
+        format!(
+            "CREATE OR REPLACE VIEW pv AS SELECT n FROM t WHERE n <= {}",
+            self.view_bound
+        )
+    }
+
+    fn files(&self, folder: &str) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.join(folder))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        files
+    }
+
+    /// A new CSV file of 5 to 30 four-digit numbers in `folder`.
+    fn append(&mut self, rng: &mut Rng, folder: &str) {
+        let rows = 5 + rng.below(26);
+        let path = self
+            .dir
+            .join(folder)
+            .join(format!("f{:04}.csv", self.next_file));
+        self.next_file += 1;
+        std::fs::write(&path, numbers(rng, rows)).unwrap();
+    }
+
+    /// The query of `view` as the oracle runs it, in a new session.
+    async fn oracle(&self, query: &str) -> String {
+        let ctx = SessionContext::new().enable_url_table();
+        for statement in [self.table_sql(), self.view_sql()] {
+            ctx.sql(&statement).await.unwrap().collect().await.unwrap();
+        }
+        sorted_text(ctx.sql(query).await.unwrap().collect().await.unwrap())
+    }
+}
+
+fn numbers(rng: &mut Rng, rows: u64) -> String {
+    let mut text = String::from("n\n");
+    for _ in 0..rows {
+        text.push_str(&format!("{}\n", 1000 + rng.below(9000)));
+    }
+    text
+}
+
+fn sorted_text(batches: Vec<RecordBatch>) -> String {
+    let mut lines: Vec<String> = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .unwrap()
+        .to_string()
+        .lines()
+        .filter(|l| !l.starts_with('+'))
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
+
+async fn session(catalog: &Path) -> MatviewSession {
+    MatviewSession::open_with_options(
+        SessionContext::new().enable_url_table(),
+        &catalog.display().to_string(),
+        MatviewOptions {
+            remember_relations: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// Who runs a step: one of the two library sessions, or a new `dfmv`
+/// process.
+#[derive(Debug, Clone, Copy)]
+enum Runner {
+    A,
+    B,
+    Process,
+}
+
+struct Run<'a> {
+    catalog: PathBuf,
+    a: &'a MatviewSession,
+    b: &'a MatviewSession,
+}
+
+impl Run<'_> {
+    /// Runs `sql`; in a `dfmv` process its output as CSV.
+    async fn sql(&self, runner: Runner, sql: &str) -> String {
+        match runner {
+            Runner::A | Runner::B => {
+                let s = if matches!(runner, Runner::A) {
+                    self.a
+                } else {
+                    self.b
+                };
+                let batches = s
+                    .sql(sql)
+                    .await
+                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                    .collect()
+                    .await
+                    .unwrap();
+                let mut out = vec![];
+                for batch in &batches {
+                    if batch.num_columns() == 0 {
+                        continue;
+                    }
+                    for row in 0..batch.num_rows() {
+                        let cells: Vec<String> = (0..batch.num_columns())
+                            .map(|c| {
+                                datafusion::arrow::util::display::array_value_to_string(
+                                    batch.column(c),
+                                    row,
+                                )
+                                .unwrap()
+                            })
+                            .collect();
+                        out.push(cells.join(","));
+                    }
+                }
+                out.join("\n")
+            }
+            Runner::Process => {
+                let output = Command::new(BIN)
+                    .arg("--catalog")
+                    .arg(&self.catalog)
+                    .args(["-q", "--format", "csv", "-c", sql])
+                    .output()
+                    .unwrap();
+                assert!(
+                    output.status.success(),
+                    "dfmv -c {sql:?}: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+                String::from_utf8(output.stdout).unwrap()
+            }
+        }
+    }
+
+    /// The freshness of every view, as `runner` reports it.
+    async fn freshness(&self, runner: Runner) -> Vec<(String, String)> {
+        let text = self
+            .sql(
+                runner,
+                "SELECT table_name, freshness FROM materialized_views() ORDER BY table_name",
+            )
+            .await;
+        text.lines()
+            .filter(|l| !l.starts_with("table_name"))
+            .filter_map(|l| l.split_once(','))
+            .map(|(v, f)| (v.to_owned(), f.to_owned()))
+            .collect()
+    }
+
+    /// The view's stored rows, read by session A.
+    async fn rows(&self, view: &str) -> String {
+        sorted_text(
+            self.a
+                .sql(&format!("SELECT * FROM {view}"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap(),
+        )
+    }
+}
+
+async fn sequence(seed: u64, steps: usize) {
+    let mut rng = Rng(seed.max(1));
+    let dir = tempfile::tempdir().unwrap();
+    for folder in FOLDERS {
+        std::fs::create_dir(dir.path().join(folder)).unwrap();
+    }
+    let mut model = Model {
+        dir: dir.path().to_owned(),
+        table_folder: "one",
+        view_bound: 5000,
+        next_file: 0,
+    };
+    for folder in FOLDERS {
+        model.append(&mut rng, folder);
+        model.append(&mut rng, folder);
+    }
+    let catalog = dir.path().join("cat");
+    let a = session(&catalog).await;
+    let b = session(&catalog).await;
+    let run = Run {
+        catalog: catalog.clone(),
+        a: &a,
+        b: &b,
+    };
+    let views = views(dir.path());
+    run.sql(Runner::A, &model.table_sql()).await;
+    run.sql(Runner::A, &model.view_sql()).await;
+    for (name, query) in &views {
+        run.sql(
+            Runner::A,
+            &format!("CREATE MATERIALIZED VIEW {name} AS {query}"),
+        )
+        .await;
+    }
+    let mut log = vec![];
+    for step in 0..steps {
+        let runner = match rng.below(4) {
+            0 | 1 => Runner::A,
+            2 => Runner::B,
+            _ => Runner::Process,
+        };
+        let folder = FOLDERS[rng.below(2) as usize];
+        match rng.below(8) {
+            0 | 1 => {
+                model.append(&mut rng, folder);
+                log.push(format!("append to {folder}"));
+            }
+            2 => {
+                let files = model.files(folder);
+                if files.len() > 1 {
+                    let file = &files[rng.below(files.len() as u64) as usize];
+                    std::fs::remove_file(file).unwrap();
+                    log.push(format!("remove {}", file.display()));
+                }
+            }
+            3 => {
+                // Same size, same inode, other rows, modification time put back.
+                let files = model.files(folder);
+                let file = &files[rng.below(files.len() as u64) as usize];
+                let old = std::fs::read_to_string(file).unwrap();
+                let rows = old.lines().count() as u64 - 1;
+                let modified = std::fs::metadata(file).unwrap().modified().unwrap();
+                std::fs::write(file, numbers(&mut rng, rows)).unwrap();
+                std::fs::File::options()
+                    .write(true)
+                    .open(file)
+                    .unwrap()
+                    .set_modified(modified)
+                    .unwrap();
+                log.push(format!("rewrite {} in place", file.display()));
+            }
+            4 => {
+                model.table_folder = folder;
+                let sql = model.table_sql();
+                run.sql(runner, &sql).await;
+                log.push(format!("{runner:?}: t over {folder}"));
+            }
+            5 => {
+                model.view_bound = 1000 + rng.below(9000);
+                let sql = model.view_sql();
+                run.sql(runner, &sql).await;
+                log.push(format!("{runner:?}: pv n <= {}", model.view_bound));
+            }
+            6 => {
+                let (name, query) = &views[rng.below(views.len() as u64) as usize];
+                let full = if rng.below(4) == 0 { " FULL" } else { "" };
+                let out = run
+                    .sql(runner, &format!("REFRESH MATERIALIZED VIEW {name}{full}"))
+                    .await;
+                log.push(format!("{runner:?}: refresh {name}{full}: {out}"));
+                let (stored, expected) = (run.rows(name).await, model.oracle(query).await);
+                assert_eq!(
+                    stored,
+                    expected,
+                    "seed {seed}, step {step}: {name} differs from its query right after a refresh\n{}",
+                    log.join("\n")
+                );
+            }
+            _ => {
+                log.push(format!("{runner:?}: check freshness"));
+                for (name, freshness) in run.freshness(runner).await {
+                    if freshness != "fresh" {
+                        continue;
+                    }
+                    let query = &views.iter().find(|(n, _)| *n == name).unwrap().1;
+                    let (stored, expected) = (run.rows(&name).await, model.oracle(query).await);
+                    assert_eq!(
+                        stored,
+                        expected,
+                        "seed {seed}, step {step}: {runner:?} reports {name} fresh but it differs from its query\n{}",
+                        log.join("\n")
+                    );
+                }
+            }
+        }
+    }
+    // A new process agrees with what the model says is fresh.
+    for (name, freshness) in run.freshness(Runner::Process).await {
+        if freshness == "fresh" {
+            let query = &views.iter().find(|(n, _)| *n == name).unwrap().1;
+            assert_eq!(
+                run.rows(&name).await,
+                model.oracle(query).await,
+                "seed {seed}: a new process reports {name} fresh but it differs\n{}",
+                log.join("\n")
+            );
+        }
+    }
+    // Sanity: the sessions saw rows (the views are not all empty).
+    let total = a
+        .sql("SELECT c FROM m_path")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert!(total.iter().map(|b| b.num_rows()).sum::<usize>() > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn views_shared_by_sessions_and_processes_are_never_silently_wrong() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    if let Ok(seed) = std::env::var("DFMV_MODEL_SEED") {
+        sequence(seed.parse().unwrap(), env("DFMV_MODEL_STEPS", 12) as usize).await;
+        return;
+    }
+    let sequences = env("DFMV_MODEL_SEQUENCES", 3);
+    let steps = env("DFMV_MODEL_STEPS", 12) as usize;
+    let started = std::time::Instant::now();
+    for i in 0..sequences {
+        sequence(
+            0x9E37_79B9_7F4A_7C15 ^ (i + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9),
+            steps,
+        )
+        .await;
+    }
+    eprintln!(
+        "{sequences} sequences of {steps} steps passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
