@@ -149,6 +149,9 @@ pub struct RecoveryReport {
     /// no complete snapshot to fall back to; the remembered tables and
     /// views when no version of the log is readable).
     pub lost: Vec<String>,
+    /// The materialized views of the catalog that could not be rebuilt
+    /// (their data is gone): those of [`Self::lost`] that were views.
+    pub views_lost: Vec<QualifiedName>,
 }
 
 /// What a cleanup removed.

@@ -364,6 +364,7 @@ pub fn is_secret_option(key: &str) -> bool {
     secret_word
         || [
             "access_key_id",
+            "access_key",
             "account_key",
             "key_as_hex",
             "private_key",

@@ -176,6 +176,7 @@ impl Catalog {
                 report.lost.push(format!(
                     "materialized view {name}: data files are missing and no complete snapshot of it is left"
                 ));
+                report.views_lost.push(name);
             }
         }
         // Every view gets a new log; the old logs are left for the sweep
