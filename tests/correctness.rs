@@ -14,18 +14,12 @@ use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 
+mod common;
+use common::sorted_text;
+
 /// A session that remembers external tables and plain views, as dfmv's.
 async fn open(catalog: &Path) -> MatviewSession {
-    MatviewSession::open_with_options(
-        SessionContext::new(),
-        &catalog.display().to_string(),
-        MatviewOptions {
-            remember_relations: true,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
+    common::remembering(SessionContext::new(), catalog).await
 }
 
 async fn rows(s: &MatviewSession, sql: &str) -> Vec<RecordBatch> {
@@ -62,18 +56,24 @@ fn write_numbers(path: &Path, range: std::ops::RangeInclusive<i64>) {
     std::fs::write(path, numbers_csv(range)).unwrap();
 }
 
+/// `CREATE OR REPLACE EXTERNAL TABLE t (n BIGINT)` over the CSV files of
+/// `folder` (written by [`write_numbers`]).
+fn numbers_table(folder: &Path) -> String {
+    format!(
+        "CREATE OR REPLACE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
+        folder.display()
+    )
+}
+
 #[tokio::test]
 async fn a_redefined_plain_view_makes_the_view_stale() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("src")).unwrap();
     write_numbers(&dir.path().join("src/a.csv"), 1..=500);
     let s = open(&dir.path().join("cat")).await;
-    s.sql(&format!(
-        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' 'true')",
-        dir.path().display()
-    ))
-    .await
-    .unwrap();
+    s.sql(&numbers_table(&dir.path().join("src")))
+        .await
+        .unwrap();
     s.sql("CREATE VIEW w AS SELECT n FROM t WHERE n <= 300")
         .await
         .unwrap();
@@ -749,18 +749,6 @@ async fn oracle(setup: &[String], query: &str) -> String {
     sorted_text(ctx.sql(query).await.unwrap().collect().await.unwrap())
 }
 
-fn sorted_text(batches: Vec<RecordBatch>) -> String {
-    let mut lines: Vec<String> = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string()
-        .lines()
-        .filter(|l| !l.starts_with('+'))
-        .map(str::to_owned)
-        .collect();
-    lines.sort();
-    lines.join("\n")
-}
-
 async fn view_rows(s: &MatviewSession, view: &str) -> String {
     sorted_text(rows(s, &format!("SELECT * FROM {view}")).await)
 }
@@ -922,12 +910,7 @@ async fn a_table_recreated_under_a_plain_view_is_read_as_recreated() {
     }
     write_numbers(&dir.path().join("one/a.csv"), 1..=500);
     write_numbers(&dir.path().join("two/a.csv"), 1..=10);
-    let table = |folder: &str| {
-        format!(
-            "CREATE OR REPLACE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/{folder}/' OPTIONS ('format.has_header' 'true')",
-            dir.path().display()
-        )
-    };
+    let table = |folder: &str| numbers_table(&dir.path().join(folder));
     let s = open(&dir.path().join("cat")).await;
     s.sql(&table("one")).await.unwrap();
     s.sql("CREATE VIEW pv AS SELECT n FROM t").await.unwrap();
@@ -968,12 +951,9 @@ async fn sessions_share_remembered_relations_as_they_change() {
     write_numbers(&dir.path().join("other/a.csv"), 1..=10);
     let catalog = dir.path().join("cat");
     let a = open(&catalog).await;
-    a.sql(&format!(
-        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' 'true')",
-        dir.path().display()
-    ))
-    .await
-    .unwrap();
+    a.sql(&numbers_table(&dir.path().join("src")))
+        .await
+        .unwrap();
     a.sql("CREATE VIEW pv AS SELECT n FROM t WHERE n <= 50")
         .await
         .unwrap();
@@ -997,12 +977,9 @@ async fn sessions_share_remembered_relations_as_they_change() {
     assert_eq!(freshness(&a, "m").await, "fresh");
 
     // A replaces the table under the plain view: B reads the new one.
-    a.sql(&format!(
-        "CREATE OR REPLACE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/other/' OPTIONS ('format.has_header' 'true')",
-        dir.path().display()
-    ))
-    .await
-    .unwrap();
+    a.sql(&numbers_table(&dir.path().join("other")))
+        .await
+        .unwrap();
     assert_eq!(freshness(&b, "m").await, "stale");
     refresh(&b, "m").await;
     assert_eq!(count(&b, "SELECT c FROM m").await, 10);
@@ -1029,12 +1006,9 @@ async fn a_file_rewritten_in_place_with_its_mtime_restored_is_a_change() {
     let file = dir.path().join("src/a.csv");
     std::fs::write(&file, "n\n1\n2\n3\n").unwrap();
     let s = open(&dir.path().join("cat")).await;
-    s.sql(&format!(
-        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION '{}/src/' OPTIONS ('format.has_header' 'true')",
-        dir.path().display()
-    ))
-    .await
-    .unwrap();
+    s.sql(&numbers_table(&dir.path().join("src")))
+        .await
+        .unwrap();
     s.sql("CREATE MATERIALIZED VIEW m AS SELECT sum(n) AS total FROM t")
         .await
         .unwrap();

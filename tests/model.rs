@@ -15,9 +15,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
-use datafusion_matview::{MatviewOptions, MatviewSession};
+use datafusion_matview::MatviewSession;
+
+mod common;
+use common::sorted_text;
 
 const BIN: &str = env!("CARGO_BIN_EXE_dfmv");
 
@@ -124,29 +126,8 @@ fn numbers(rng: &mut Rng, rows: u64) -> String {
     text
 }
 
-fn sorted_text(batches: Vec<RecordBatch>) -> String {
-    let mut lines: Vec<String> = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string()
-        .lines()
-        .filter(|l| !l.starts_with('+'))
-        .map(str::to_owned)
-        .collect();
-    lines.sort();
-    lines.join("\n")
-}
-
 async fn session(catalog: &Path) -> MatviewSession {
-    MatviewSession::open_with_options(
-        SessionContext::new().enable_url_table(),
-        &catalog.display().to_string(),
-        MatviewOptions {
-            remember_relations: true,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
+    common::remembering(SessionContext::new().enable_url_table(), catalog).await
 }
 
 /// Who runs a step: one of the two library sessions, or a new `dfmv`

@@ -138,6 +138,21 @@ async fn open_instrumented(
     (s, store)
 }
 
+/// The folder under `_matview/views/` of the log of view `name` (in
+/// `datafusion.public`), as the loaded index has it.
+fn log_slot(s: &MatviewSession, name: &str) -> String {
+    s.catalog()
+        .index()
+        .view(&datafusion_matview::spec::QualifiedName::new(
+            "datafusion",
+            "public",
+            name,
+        ))
+        .expect("the view is in the index")
+        .slot
+        .clone()
+}
+
 async fn values(s: &MatviewSession, sql: &str) -> Vec<i64> {
     let mut out = vec![];
     for batch in s.sql(sql).await.unwrap().collect().await.unwrap() {
@@ -965,17 +980,7 @@ async fn a_corrupt_or_lost_log_is_named_and_rebuilt_from_the_data() {
     // The last refresh of `a` lost: its log's latest version truncated.
     // Opening reads no view's log; a query of `a` names the file.
     let s = open(&Target::local(&catalog), Duration::from_secs(3600)).await;
-    let slot = s
-        .catalog()
-        .index()
-        .view(&datafusion_matview::spec::QualifiedName::new(
-            "datafusion",
-            "public",
-            "a",
-        ))
-        .unwrap()
-        .slot
-        .clone();
+    let slot = log_slot(&s, "a");
     let a_log = catalog.join("_matview/views").join(&slot);
     let a_latest = files_under(&a_log)
         .into_iter()
@@ -1372,17 +1377,7 @@ async fn recover_keeps_a_view_whose_log_alone_was_lost() {
     s.sql("CREATE MATERIALIZED VIEW b AS SELECT 7 AS x")
         .await
         .unwrap();
-    let slot = s
-        .catalog()
-        .index()
-        .view(&datafusion_matview::spec::QualifiedName::new(
-            "datafusion",
-            "public",
-            "a",
-        ))
-        .unwrap()
-        .slot
-        .clone();
+    let slot = log_slot(&s, "a");
     s.catalog().reload().await.unwrap();
     drop(s);
     std::fs::remove_dir_all(catalog.join("_matview/views").join(&slot)).unwrap();

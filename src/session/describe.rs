@@ -58,6 +58,7 @@ impl MatviewSession {
     /// such view.
     pub async fn describe(&self, name: &QualifiedName) -> Result<ViewDescription> {
         self.sync().await?;
+        self.catalog.check_poisoned()?;
         let display = self.display(name);
         let state = self
             .catalog
@@ -131,8 +132,10 @@ impl MatviewSession {
         limit: usize,
     ) -> Result<Vec<QualifiedName>> {
         use std::ops::Bound;
+        // The index as `sync` just loaded it.
         self.sync().await?;
-        let index = self.catalog.reload().await?;
+        self.catalog.check_poisoned()?;
+        let index = self.catalog.index();
         let start = match (after, namespace) {
             (Some(after), _) => Bound::Excluded(after.clone()),
             (None, Some((c, s))) => Bound::Included(QualifiedName::new(c, s, "")),

@@ -23,10 +23,18 @@ impl MatviewSession {
     /// Returns whether any view was re-planned. A view without SQL (one
     /// registered through the API) is left as it is.
     pub(super) async fn rebind_views(&self, sources: &[QualifiedName]) -> Result<bool> {
+        // The SQL of the remembered views, as the user wrote it.
+        let remembered: HashMap<QualifiedName, String> = self
+            .catalog
+            .relations()
+            .into_iter()
+            .filter(|r| r.kind == RelationKind::View)
+            .map(|r| (r.name, r.sql))
+            .collect();
         let mut done = BTreeSet::new();
         let mut rebound = false;
         for source in sources {
-            rebound |= self.rebind(source, &mut done, 0).await?;
+            rebound |= self.rebind(source, &remembered, &mut done, 0).await?;
         }
         Ok(rebound)
     }
@@ -34,6 +42,7 @@ impl MatviewSession {
     fn rebind<'a>(
         &'a self,
         name: &'a QualifiedName,
+        remembered: &'a HashMap<QualifiedName, String>,
         done: &'a mut BTreeSet<QualifiedName>,
         depth: usize,
     ) -> BoxFuture<'a, Result<bool>> {
@@ -53,17 +62,14 @@ impl MatviewSession {
             let (catalog, schema) = self.view_defaults(name);
             let mut rebound = false;
             for source in self.sources_of(&plan, &catalog, &schema).await? {
-                rebound |= self.rebind(&source, done, depth + 1).await?;
+                rebound |= self.rebind(&source, remembered, done, depth + 1).await?;
             }
             // The SQL as the user wrote it when the catalog remembers it,
             // else as DataFusion kept it.
-            let remembered = self
-                .catalog
-                .relations()
-                .into_iter()
-                .find(|r| &r.name == name && r.kind == RelationKind::View)
-                .map(|r| r.sql);
-            let Some(sql) = remembered.or_else(|| table.get_table_definition().map(str::to_owned))
+            let Some(sql) = remembered
+                .get(name)
+                .cloned()
+                .or_else(|| table.get_table_definition().map(str::to_owned))
             else {
                 return Ok(rebound);
             };

@@ -97,3 +97,36 @@ pub fn files_under(root: &std::path::Path) -> std::collections::BTreeSet<String>
     }
     out
 }
+
+/// A session over `ctx` that remembers external tables and plain views in
+/// the catalog at `catalog`, as dfmv's does.
+pub async fn remembering(
+    ctx: datafusion::prelude::SessionContext,
+    catalog: &std::path::Path,
+) -> MatviewSession {
+    MatviewSession::open_with_options(
+        ctx,
+        &catalog.display().to_string(),
+        datafusion_matview::MatviewOptions {
+            remember_relations: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("the catalog opens")
+}
+
+/// The rows of `batches` as text, one line per row with the header, in
+/// sorted order (table borders left out): for comparing results whose
+/// row order is not defined.
+pub fn sorted_text(batches: Vec<datafusion::arrow::array::RecordBatch>) -> String {
+    let mut lines: Vec<String> = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+        .expect("batches format")
+        .to_string()
+        .lines()
+        .filter(|l| !l.starts_with('+'))
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines.join("\n")
+}
