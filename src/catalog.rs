@@ -5,6 +5,7 @@
 //! <root>/_matview/log/00000000000000000042.json         index versions (changes only)
 //! <root>/_matview/checkpoint/00000000000000000040.json  the index at a version
 //! <root>/_matview/views/<slot>/00000000000000000007.json  one view's states
+//! <root>/_matview/leases/<snapshot-id>.json             writes in progress
 //! <root>/<schema>/<view>/<snapshot-id>/*.parquet         data, never overwritten
 //! ```
 //!
@@ -59,6 +60,7 @@ mod cleanup;
 mod commit;
 mod index;
 mod journal;
+mod lease;
 mod recover;
 mod versions;
 mod views;
@@ -66,6 +68,7 @@ mod views;
 pub use commit::Requirement;
 pub(crate) use commit::create_only;
 pub use index::index_entry;
+pub use lease::{DEFAULT_LEASE_TTL, Lease};
 pub use versions::parse_manifest;
 
 /// How many versions the latest-version pointer may lag before a reader
@@ -112,6 +115,9 @@ pub struct Catalog {
     /// When a version may next be old enough to delete: after a commit, a
     /// cleanup lists the logs only from then on.
     next_log_sweep: Mutex<Option<DateTime<Utc>>>,
+    /// How long the leases of this handle's writes hold without renewal,
+    /// in milliseconds (see [`lease`]).
+    lease_ttl_ms: std::sync::atomic::AtomicU64,
 }
 
 /// What a cleanup deleted that the index still lists.
@@ -216,6 +222,9 @@ impl Catalog {
             view_logs: Mutex::new(HashMap::new()),
             forgotten: Mutex::new(Forgotten::default()),
             next_log_sweep: Mutex::new(None),
+            lease_ttl_ms: std::sync::atomic::AtomicU64::new(
+                lease::DEFAULT_LEASE_TTL.as_millis() as u64
+            ),
         }
     }
 

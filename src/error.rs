@@ -287,6 +287,19 @@ pub enum Error {
         found: u64,
     },
 
+    /// A file a refresh or CREATE wrote was removed or changed before the
+    /// commit (a cleanup ran while its lease had lapsed, or another
+    /// program touched the catalog's folder). Nothing was committed.
+    #[error(
+        "a file written for the new snapshot changed before the commit: {file}: {problem}; nothing was committed\nHINT: A VACUUM or another program removed it while the write was stalled; retry the statement."
+    )]
+    WriteLost {
+        /// The file, as people know it.
+        file: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+
     /// Existing data offered to `adopt` does not have the view's columns.
     #[error("the columns of {file} ({found}) are not those of the view's query ({wanted})")]
     ColumnsMismatch {

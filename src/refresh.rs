@@ -26,12 +26,12 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutPayload};
 
-use crate::catalog::{Catalog, create_only};
+use crate::catalog::{Catalog, Lease, create_only};
 use crate::error::{Error, Result};
 use crate::incremental::Write;
 use crate::spec::{
-    ColumnStats, DataFile, Definition, META_DEFINITION, META_SNAPSHOT, META_VIEW, SNAPSHOT_MARKER,
-    Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
+    ColumnStats, DataFile, Definition, META_DEFINITION, META_PART, META_SNAPSHOT, META_VIEW,
+    SNAPSHOT_MARKER, Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
 };
 
 /// A session state that resolves names as they were resolved when the
@@ -123,7 +123,7 @@ pub(crate) async fn plan_definition(
 }
 
 /// Runs the parts of `write` (concurrently) and writes their results under
-/// a fresh snapshot directory of the view, next to the files `write`
+/// the fresh snapshot directory `lease` holds, next to the files `write`
 /// keeps. On failure the partial output is removed and the view's
 /// committed data is untouched.
 pub(crate) async fn write_snapshot(
@@ -133,9 +133,10 @@ pub(crate) async fn write_snapshot(
     write: Write,
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
     sources: Vec<SourceFingerprint>,
+    lease: &Lease,
 ) -> Result<Snapshot> {
-    let id = crate::spec::new_id();
-    let dir = entry.snapshot_dir_of(&id);
+    let id = lease.snapshot_id.clone();
+    let dir = lease.dir.clone();
     let mut options: TableParquetOptions = state.default_table_options().parquet;
     options.global.compression = Some("zstd(3)".into());
     options.global.statistics_enabled = Some("page".into());
@@ -166,108 +167,141 @@ pub(crate) async fn write_snapshot(
         // threads costs more than it saves.
         state.config_mut().options_mut().execution.target_partitions = 1;
     }
-    // One part writes a directory of files (as many as DataFusion's writer
-    // makes); several write one file each, named after the part, so each
-    // file's lineage is known.
-    let lineage = match parts.as_slice() {
-        [part] => Lineage::All(part.lineage.clone()),
-        parts => Lineage::PerPart(parts.iter().map(|p| p.lineage.clone()).collect()),
-    };
+    // Each part writes files into the directory (as many as DataFusion's
+    // writer makes), named afresh by every execution, so a task that runs
+    // twice (an executor declared lost that is still alive) never
+    // overwrites a file; each file's footer names its part, so its
+    // lineage and the rows each part wrote are known. On a cluster the
+    // footer's key-value metadata does not reach the executors (Ballista
+    // 55's plan codec drops it), so several parts run one after the other
+    // and each file is attributed to the part that was running when it
+    // appeared.
+    let lineage: Vec<Option<Vec<String>>> = parts.iter().map(|p| p.lineage.clone()).collect();
+    #[cfg(feature = "ballista")]
+    let attribute = (parts.len() > 1 && crate::cluster::is_ballista(&state)).then(|| Attribution {
+        store: Arc::clone(catalog.store()),
+        prefix: catalog.path(&dir),
+        found: Arc::default(),
+    });
+    #[cfg(not(feature = "ballista"))]
+    let attribute: Option<Attribution> = None;
+    let found = attribute.as_ref().map(|a| Arc::clone(&a.found));
     let written = async {
-        let file_type =
-            format_as_file_type(Arc::new(ParquetFormatFactory::new_with_options(options)));
-        let file_per_part = parts.len() > 1;
         let mut physical = Vec::with_capacity(parts.len());
         for (i, part) in parts.into_iter().enumerate() {
-            let (url, options) = if file_per_part {
-                (
-                    format!("{}{}", catalog.url_of_dir(&dir), part_file(i)),
-                    HashMap::from([("single_file_output".to_owned(), "true".to_owned())]),
-                )
-            } else {
-                (catalog.url_of_dir(&dir), HashMap::new())
-            };
+            let mut options = options.clone();
+            options
+                .key_value_metadata
+                .insert(META_PART.into(), Some(i.to_string()));
+            let file_type =
+                format_as_file_type(Arc::new(ParquetFormatFactory::new_with_options(options)));
             let copy = LogicalPlanBuilder::copy_to(
                 part.plan,
-                url,
-                Arc::clone(&file_type),
-                options,
+                catalog.url_of_dir(&dir),
+                file_type,
+                HashMap::new(),
                 vec![],
             )?
             .build()?;
             physical.push(state.create_physical_plan(&copy).await?);
         }
         let concurrency = state.config().target_partitions().max(1);
-        run_with_progress(physical, state.task_ctx(), concurrency, progress).await
+        run_with_progress(physical, state.task_ctx(), concurrency, progress, attribute).await
     }
     .await;
+    let attributed = found
+        .map(|found| std::mem::take(&mut *found.lock().unwrap_or_else(|e| e.into_inner())))
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, part)| Some((catalog.relative(&path)?, part)))
+        .collect();
     let layout = Layout {
         keep,
         lineage,
+        attributed,
         state_columns,
     };
     seal_snapshot(catalog, entry, id, &dir, written, sources, layout).await
-}
-
-/// Name of the one file part `i` of a multi-part write produces.
-fn part_file(i: usize) -> String {
-    format!("part-{i:05}.parquet")
-}
-
-/// The lineage of a new snapshot's files.
-enum Lineage {
-    /// The same for every file.
-    All(Option<Vec<String>>),
-    /// Per part, for files named by [`part_file`].
-    PerPart(Vec<Option<Vec<String>>>),
-}
-
-impl Lineage {
-    fn of(&self, path: &str) -> Option<Vec<String>> {
-        match self {
-            Lineage::All(lineage) => lineage.clone(),
-            Lineage::PerPart(parts) => {
-                let name = path.rsplit('/').next()?;
-                let i: usize = name
-                    .strip_prefix("part-")?
-                    .strip_suffix(".parquet")?
-                    .parse()
-                    .ok()?;
-                parts.get(i).cloned().flatten()
-            }
-        }
-    }
 }
 
 /// How a new snapshot is made of the files its writes produced.
 struct Layout {
     /// Files of the previous snapshot the new one keeps.
     keep: Vec<DataFile>,
-    lineage: Lineage,
+    /// The lineage of each part's files (see [`META_PART`]).
+    lineage: Vec<Option<Vec<String>>>,
+    /// The part of each file whose footer does not say, when known.
+    attributed: HashMap<String, usize>,
     state_columns: Vec<String>,
 }
 
-/// Completes a snapshot whose files `produced` wrote under `dir`: reads
-/// their sizes and row counts and writes the `_snapshot.json` marker that
-/// recovery trusts. On any failure removes `dir` (nothing references it).
+/// Files attributed to the part that was running when they appeared, for
+/// writes whose footers cannot say (see [`write_snapshot`]).
+struct Attribution {
+    store: Arc<dyn object_store::ObjectStore>,
+    prefix: object_store::path::Path,
+    found: Arc<std::sync::Mutex<HashMap<object_store::path::Path, usize>>>,
+}
+
+/// Completes a snapshot whose files `produced` wrote under `dir` (the rows
+/// each part reported, when known): reads every file's footer, size and
+/// row count, checks each part's files hold the rows it wrote, and writes
+/// the `_snapshot.json` marker that recovery trusts. On any failure
+/// removes `dir` (nothing references it).
 async fn seal_snapshot(
     catalog: &Catalog,
     entry: &ViewEntry,
     id: String,
     dir: &str,
-    produced: Result<Option<u64>>,
+    produced: Result<Vec<Option<u64>>>,
     sources: Vec<SourceFingerprint>,
     layout: Layout,
 ) -> Result<Snapshot> {
     let sealed = async {
         let expected_rows = produced?;
-        let files =
+        let mut files =
             list_snapshot_files(catalog, dir, &Arc::new(entry.definition.schema.clone())).await?;
-        let found: u64 = files.iter().map(|f| f.rows).sum();
-        if let Some(expected) = expected_rows
-            && expected != found
-        {
-            // Never commit a snapshot that is not all there.
+        for (file, part) in &mut files {
+            if part.is_none() {
+                *part = layout.attributed.get(&file.path).copied();
+            }
+            // One part: every file its writer made is its own.
+            if part.is_none() && expected_rows.len() == 1 {
+                *part = Some(0);
+            }
+        }
+        // Never commit a snapshot that is not all there, or holds a part
+        // twice: per part, the files must hold exactly the rows written.
+        let rows_of = |part: usize| -> u64 {
+            files
+                .iter()
+                .filter(|(_, p)| *p == Some(part))
+                .map(|(f, _)| f.rows)
+                .sum()
+        };
+        let unclaimed: u64 = files
+            .iter()
+            .filter(|(_, p)| p.is_none_or(|p| p >= expected_rows.len()))
+            .map(|(f, _)| f.rows)
+            .sum();
+        let mismatch = expected_rows
+            .iter()
+            .enumerate()
+            .find_map(|(part, expected)| {
+                let found = rows_of(part);
+                expected
+                    .filter(|e| *e != found)
+                    .map(|expected| (expected, found))
+            })
+            .or_else(|| {
+                // Files no part claims: another writer's, or a stray copy.
+                let expected: Option<u64> = expected_rows.iter().copied().sum();
+                (unclaimed > 0 && !expected_rows.is_empty() && expected.is_some()).then(|| {
+                    let found = files.iter().map(|(f, _)| f.rows).sum();
+                    (expected.unwrap_or_default(), found)
+                })
+            });
+        if let Some((expected, found)) = mismatch {
             return Err(Error::IncompleteWrite {
                 dir: dir.to_owned(),
                 expected,
@@ -278,8 +312,8 @@ async fn seal_snapshot(
         let files: Vec<DataFile> = layout
             .keep
             .into_iter()
-            .chain(files.into_iter().map(|f| DataFile {
-                lineage: layout.lineage.of(&f.path),
+            .chain(files.into_iter().map(|(f, part)| DataFile {
+                lineage: part.and_then(|p| layout.lineage.get(p).cloned()).flatten(),
                 ..f
             }))
             .collect();
@@ -327,9 +361,10 @@ pub(crate) async fn import_snapshot(
     entry: &ViewEntry,
     files: &[String],
     sources: Vec<SourceFingerprint>,
+    lease: &Lease,
 ) -> Result<Snapshot> {
-    let id = crate::spec::new_id();
-    let dir = entry.snapshot_dir_of(&id);
+    let id = lease.snapshot_id.clone();
+    let dir = lease.dir.clone();
     let copied = async {
         for (i, file) in files.iter().enumerate() {
             let url = ListingTableUrl::parse(file)?;
@@ -347,12 +382,13 @@ pub(crate) async fn import_snapshot(
                 .put_opts(&target, PutPayload::from(bytes), opts)
                 .await?;
         }
-        Ok(None)
+        Ok(vec![])
     }
     .await;
     let layout = Layout {
         keep: vec![],
-        lineage: Lineage::All(None),
+        lineage: vec![],
+        attributed: HashMap::new(),
         state_columns: vec![],
     };
     seal_snapshot(catalog, entry, id, &dir, copied, sources, layout).await
@@ -396,30 +432,56 @@ pub trait ProgressListener: Send + Sync + std::fmt::Debug {
 
 /// Runs the write plans, `concurrency` at a time; while they run, reports
 /// the rows their inputs have produced (from the inputs' live metrics) to
-/// `progress`. Returns the rows written, when the plans report them.
+/// `progress`. Returns the rows each plan wrote, when it reports them.
+/// With `attribute`, runs them one at a time and lists its prefix after
+/// each, attributing the new files to the plan that just ran.
 async fn run_with_progress(
     physical: Vec<Arc<dyn ExecutionPlan>>,
     task_ctx: Arc<TaskContext>,
     concurrency: usize,
     progress: Option<(&str, &Arc<dyn ProgressListener>)>,
-) -> Result<Option<u64>> {
+    attribute: Option<Attribution>,
+) -> Result<Vec<Option<u64>>> {
+    let concurrency = if attribute.is_some() { 1 } else { concurrency };
+    let attribute = attribute.map(Arc::new);
     let inputs: Vec<Arc<dyn ExecutionPlan>> = physical
         .iter()
         .filter_map(|p| p.children().first().map(|c| Arc::clone(*c)))
         .collect();
     // Boxed futures in a Vec: a stream built from closures trips the
     // compiler's `Send` check of async callers.
-    let runs: Vec<BoxFuture<'static, datafusion::error::Result<Vec<RecordBatch>>>> = physical
+    type Run = BoxFuture<'static, datafusion::error::Result<(usize, Option<u64>)>>;
+    let runs: Vec<Run> = physical
         .into_iter()
-        .map(|plan| collect(plan, Arc::clone(&task_ctx)).boxed())
+        .enumerate()
+        .map(|(i, plan)| {
+            let (task_ctx, attribute) = (Arc::clone(&task_ctx), attribute.clone());
+            async move {
+                let batches = collect(plan, task_ctx).await?;
+                if let Some(a) = attribute {
+                    let listed: Vec<object_store::ObjectMeta> =
+                        a.store.list(Some(&a.prefix)).try_collect().await?;
+                    let mut found = a.found.lock().unwrap_or_else(|e| e.into_inner());
+                    for meta in listed {
+                        found.entry(meta.location).or_insert(i);
+                    }
+                }
+                Ok((i, rows_written(&batches)))
+            }
+            .boxed()
+        })
         .collect();
+    let parts = runs.len();
     let run = async move {
-        let counts: Vec<Option<u64>> = futures::stream::iter(runs)
+        let counts: Vec<(usize, Option<u64>)> = futures::stream::iter(runs)
             .buffer_unordered(concurrency)
-            .map_ok(|batches| rows_written(&batches))
             .try_collect()
             .await?;
-        Ok::<_, datafusion::error::DataFusionError>(counts.into_iter().sum::<Option<u64>>())
+        let mut by_part = vec![None; parts];
+        for (i, count) in counts {
+            by_part[i] = count;
+        }
+        Ok::<_, datafusion::error::DataFusionError>(by_part)
     };
     let Some((view, listener)) = progress else {
         return Ok(run.await?);
@@ -493,12 +555,12 @@ fn rows_written(batches: &[RecordBatch]) -> Option<u64> {
 
 /// The Parquet files written under `dir`, with their sizes, row counts and
 /// column statistics (read once here from the footers, so queries never
-/// need to), for a view of `schema`.
+/// need to), for a view of `schema`; and the part each footer names.
 async fn list_snapshot_files(
     catalog: &Catalog,
     dir: &str,
     schema: &SchemaRef,
-) -> Result<Vec<DataFile>> {
+) -> Result<Vec<(DataFile, Option<usize>)>> {
     let store = Arc::clone(catalog.store());
     let metas: Vec<_> = store.list(Some(&catalog.path(dir))).try_collect().await?;
     let mut files = Vec::with_capacity(metas.len());
@@ -513,19 +575,29 @@ async fn list_snapshot_files(
             .fetch_metadata()
             .await?;
         let statistics = DFParquetMetadata::statistics_from_parquet_metadata(&footer, schema)?;
-        files.push(DataFile {
-            path,
-            size: meta.size,
-            rows: footer.file_metadata().num_rows() as u64,
-            columns: statistics
-                .column_statistics
-                .iter()
-                .zip(schema.fields())
-                .map(|(c, f)| column_stats(c, f.data_type()))
-                .collect(),
-            lineage: None,
-        });
+        let part = footer
+            .file_metadata()
+            .key_value_metadata()
+            .into_iter()
+            .flatten()
+            .find(|kv| kv.key == META_PART)
+            .and_then(|kv| kv.value.as_deref()?.parse().ok());
+        files.push((
+            DataFile {
+                path,
+                size: meta.size,
+                rows: footer.file_metadata().num_rows() as u64,
+                columns: statistics
+                    .column_statistics
+                    .iter()
+                    .zip(schema.fields())
+                    .map(|(c, f)| column_stats(c, f.data_type()))
+                    .collect(),
+                lineage: None,
+            },
+            part,
+        ));
     }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
+    files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
     Ok(files)
 }

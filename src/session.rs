@@ -28,7 +28,8 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 
 use crate::catalog::{
-    Catalog, CleanupReport, DEFAULT_RETENTION, RecoveryReport, Requirement, Sweep,
+    Catalog, CleanupReport, DEFAULT_LEASE_TTL, DEFAULT_RETENTION, RecoveryReport, Requirement,
+    Sweep,
 };
 use crate::error::{Error, Result};
 use crate::freshness::{Diff, Fingerprinter, Freshness};
@@ -63,11 +64,18 @@ use guard::{check_name, not_reproducible};
 #[derive(Debug, Clone)]
 pub struct MatviewOptions {
     /// How long superseded snapshots and manifest versions are kept for
-    /// readers that planned against them. Default: [`DEFAULT_RETENTION`].
-    /// It must also be longer than the longest refresh: the cleanup sweep
-    /// takes unreferenced files older than the window for leftovers of a
-    /// writer that died. (Zero is for tests.)
+    /// readers that planned against them, and how old unreferenced files
+    /// must be before the cleanup sweep takes them for leftovers of a
+    /// writer that died. Default: [`DEFAULT_RETENTION`]. A write in
+    /// progress is protected by its lease however long it runs (see
+    /// [`Self::lease_ttl`]). (Zero is for tests.)
     pub retention: Duration,
+    /// How long the lease of a write in progress (REFRESH, CREATE) holds
+    /// without renewal; the writer renews it four times per period, and
+    /// cleanup in any process leaves what an unexpired lease names alone.
+    /// A process killed mid-write keeps its leftovers from cleanup for
+    /// this long after its last renewal. Default: [`DEFAULT_LEASE_TTL`].
+    pub lease_ttl: Duration,
     /// Remove retired snapshots and manifest versions older than the
     /// retention window with every REFRESH (while its query runs) and after
     /// every DROP and CREATE OR REPLACE. This reads only the latest
@@ -85,6 +93,7 @@ impl Default for MatviewOptions {
     fn default() -> Self {
         Self {
             retention: DEFAULT_RETENTION,
+            lease_ttl: DEFAULT_LEASE_TTL,
             cleanup_after_commit: true,
             remember_relations: false,
         }
@@ -396,6 +405,7 @@ impl MatviewSession {
         })?;
         let catalog =
             Arc::new(Catalog::open(location, store_url, store, root, options.retention).await?);
+        catalog.set_lease_ttl(options.lease_ttl);
         let views_created_under: crate::functions::ViewDefaults = Arc::default();
         ctx.register_udtf(
             "materialized_views",

@@ -49,6 +49,10 @@ pub const META_VIEW: &str = "datafusion_matview.view";
 pub const META_SNAPSHOT: &str = "datafusion_matview.snapshot";
 /// See [`META_VIEW`].
 pub const META_DEFINITION: &str = "datafusion_matview.definition";
+/// Which part of a refresh's write made the file (`0`, `1`, ...): a write
+/// runs one query per group of source files, and each file's lineage is
+/// its part's.
+pub const META_PART: &str = "datafusion_matview.part";
 
 /// File name of the marker written into a snapshot's directory once all its
 /// data files are complete (before the commit that references them).

@@ -34,7 +34,15 @@ pub enum FaultAction {
     Error,
     /// The process is killed with `SIGKILL`: no destructor, no flush.
     Kill,
+    /// The request fails as if it timed out, and a single-request put
+    /// reaches the store a moment later ([`LATE_PUT_DELAY`]) anyway, as a
+    /// request a server applies after the client gave up on it (other
+    /// writes only fail). Acts before the write only.
+    Late,
 }
+
+/// How long after its failure a [`FaultAction::Late`] put lands.
+pub const LATE_PUT_DELAY: std::time::Duration = std::time::Duration::from_millis(300);
 
 /// A fault at one write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +56,9 @@ pub struct Fault {
 }
 
 impl Fault {
-    /// Parses `kill-before:N`, `kill-after:N`, `error-before:N` or
-    /// `error-after:N` (the form the `DFMV_FAULT` variable takes).
+    /// Parses `kill-before:N`, `kill-after:N`, `error-before:N`,
+    /// `error-after:N` or `late:N` (the form the `DFMV_FAULT` variable
+    /// takes).
     pub fn parse(text: &str) -> Option<Self> {
         let (kind, n) = text.split_once(':')?;
         let at_write = n.parse().ok()?;
@@ -58,6 +67,7 @@ impl Fault {
             "kill-after" => (FaultAction::Kill, true),
             "error-before" => (FaultAction::Error, false),
             "error-after" => (FaultAction::Error, true),
+            "late" => (FaultAction::Late, false),
             _ => return None,
         };
         Some(Self {
@@ -91,6 +101,44 @@ struct Shared {
     after_list: Mutex<Option<AfterList>>,
     /// How long each single-request put is held before it is sent.
     put_delay: Mutex<Option<std::time::Duration>>,
+    /// Set when a [`FaultAction::Late`] fault has just failed a write.
+    late: AtomicBool,
+    /// The next put of a file of this name waits for its release.
+    hold: Mutex<Option<Arc<PutHold>>>,
+}
+
+/// A put held by [`InstrumentedStore::hold_next_put`].
+pub struct PutHold {
+    matches: Box<dyn Fn(&Path) -> bool + Send + Sync>,
+    reached: tokio::sync::Notify,
+    released: tokio::sync::Semaphore,
+    lose: AtomicBool,
+}
+
+impl fmt::Debug for PutHold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PutHold").finish_non_exhaustive()
+    }
+}
+
+impl PutHold {
+    /// Waits until the held put has been made (and is waiting).
+    pub async fn reached(&self) {
+        self.reached.notified().await
+    }
+
+    /// Lets the held put go on.
+    pub fn release(&self) {
+        self.released.add_permits(1);
+    }
+
+    /// Lets the held put return success without writing anything: a
+    /// store that lost the object, or a task that reported a file it
+    /// never finished.
+    pub fn release_lost(&self) {
+        self.lose.store(true, Ordering::SeqCst);
+        self.released.add_permits(1);
+    }
 }
 
 /// See [`InstrumentedStore::put_after_next_list`].
@@ -130,6 +178,17 @@ impl Shared {
                 source: format!("injected failure at write {} ({path})", fault.at_write).into(),
             }),
             FaultAction::Kill => kill_self(),
+            FaultAction::Late => {
+                self.late.store(true, Ordering::SeqCst);
+                Err(object_store::Error::Generic {
+                    store: "InstrumentedStore",
+                    source: format!(
+                        "injected timeout at write {} ({path}); the request lands later",
+                        fault.at_write
+                    )
+                    .into(),
+                })
+            }
         }
     }
 }
@@ -206,6 +265,30 @@ impl InstrumentedStore {
             .unwrap_or_else(|e| e.into_inner()) = delay;
     }
 
+    /// Holds the next single-request put of a file named `name` (any
+    /// folder) until [`PutHold::release`]: a write paused at that point,
+    /// for as long as a test needs.
+    pub fn hold_next_put(&self, name: &str) -> Arc<PutHold> {
+        let name = name.to_owned();
+        self.hold_next_put_where(move |path| path.filename() == Some(name.as_str()))
+    }
+
+    /// Holds the next single-request put whose path `matches` (see
+    /// [`Self::hold_next_put`]).
+    pub fn hold_next_put_where(
+        &self,
+        matches: impl Fn(&Path) -> bool + Send + Sync + 'static,
+    ) -> Arc<PutHold> {
+        let hold = Arc::new(PutHold {
+            matches: Box::new(matches),
+            reached: tokio::sync::Notify::new(),
+            released: tokio::sync::Semaphore::new(0),
+            lose: AtomicBool::new(false),
+        });
+        *self.shared.hold.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&hold));
+        hold
+    }
+
     /// The pending write of [`Self::put_after_next_list`] if a listing of
     /// `prefix` would show its location.
     fn take_after_list(&self, prefix: Option<&Path>) -> Option<AfterList> {
@@ -278,7 +361,36 @@ impl ObjectStore for InstrumentedStore {
         if let Some(delay) = delay {
             tokio::time::sleep(delay).await;
         }
-        let n = self.shared.before_write(location)?;
+        let hold = {
+            let mut hold = self.shared.hold.lock().unwrap_or_else(|e| e.into_inner());
+            match hold.as_ref() {
+                Some(h) if (h.matches)(location) => hold.take(),
+                _ => None,
+            }
+        };
+        if let Some(hold) = hold {
+            hold.reached.notify_one();
+            let _ = hold.released.acquire().await;
+            if hold.lose.load(Ordering::SeqCst) {
+                return Ok(PutResult {
+                    e_tag: None,
+                    version: None,
+                });
+            }
+        }
+        let n = match self.shared.before_write(location) {
+            Ok(n) => n,
+            Err(e) => {
+                if self.shared.late.swap(false, Ordering::SeqCst) {
+                    let (inner, location) = (Arc::clone(&self.inner), location.clone());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(LATE_PUT_DELAY).await;
+                        let _ = inner.put_opts(&location, payload, opts).await;
+                    });
+                }
+                return Err(e);
+            }
+        };
         let result = self.inner.put_opts(location, payload, opts).await?;
         self.shared.after_write(n, location)?;
         Ok(result)

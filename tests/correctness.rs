@@ -681,6 +681,7 @@ async fn a_refresh_pinned_to_a_source_version_reads_that_snapshot() {
             remember_relations: true,
             retention: std::time::Duration::ZERO,
             cleanup_after_commit: false,
+            ..Default::default()
         },
     )
     .await

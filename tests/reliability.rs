@@ -30,17 +30,22 @@ use common::files_under;
 
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 use futures::TryStreamExt;
-use object_store::ObjectStore;
 use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt};
 
 // ---- helpers -------------------------------------------------------------
 
 fn options(retention: Duration) -> MatviewOptions {
     MatviewOptions {
         retention,
+        lease_ttl: CRASH_LEASE_TTL,
         ..Default::default()
     }
 }
+
+/// The lease of a write in these tests: a process killed mid-write keeps
+/// its leftovers from cleanup for this long.
+const CRASH_LEASE_TTL: Duration = Duration::from_millis(300);
 
 /// Where a catalog lives: a local folder, or a prefix on the S3-compatible
 /// server `.ci/run` starts (`DFMV_TEST_S3_ENDPOINT`).
@@ -450,6 +455,15 @@ async fn check_after_crash(
             state.1.as_ref().map(Vec::len),
         ));
     }
+    // A killed writer's lease protects its leftovers until it expires.
+    if catalog
+        .files()
+        .await
+        .iter()
+        .any(|f| f.starts_with("_matview/leases/"))
+    {
+        tokio::time::sleep(CRASH_LEASE_TTL).await;
+    }
     s.sql("VACUUM MATERIALIZED VIEWS")
         .await
         .unwrap()
@@ -740,7 +754,9 @@ async fn failed_writes(target: &Target, after: bool) {
         failures >= 3,
         "only {failures} writes failed before the commit"
     );
-    // Whatever the failed attempts wrote is removed.
+    // Whatever the failed attempts wrote is removed (a commit whose
+    // outcome is unknown keeps its files leased until the lease expires).
+    tokio::time::sleep(CRASH_LEASE_TTL).await;
     s.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
     let s2 = open(target, Duration::ZERO).await;
     s2.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
@@ -771,6 +787,288 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data_on_s3() {
     if let Some(target) = Target::s3() {
         failed_writes(&target, true).await;
     }
+}
+
+// ---- writes in progress ----------------------------------------------------
+
+/// A REFRESH and a CREATE, each paused before it commits for longer than
+/// its lease lasts without renewal, while another process with a zero
+/// retention window runs VACUUM: their files and the new view's log stay
+/// (the lease, renewed, names them), and both commit complete views.
+async fn in_flight_writes_survive_vacuum(target: &Target) {
+    let (a, store) = open_instrumented(target, Duration::from_secs(3600)).await;
+    a.catalog().set_lease_ttl(Duration::from_millis(300));
+    a.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    a.sql("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let b = open(target, Duration::ZERO).await;
+    let a = Arc::new(a);
+    let run = |sql: &'static str| {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.sql(sql).await.map(|_| ()) })
+    };
+
+    // The refresh has written its data files; its marker waits.
+    let hold = store.hold_next_put(datafusion_matview::spec::SNAPSHOT_MARKER);
+    let refresh = run("REFRESH MATERIALIZED VIEW v");
+    hold.reached().await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    b.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    hold.release();
+    refresh.await.unwrap().unwrap();
+
+    // The CREATE has written its data and its view log; the index commit
+    // that names them waits.
+    let next = format!("{:020}.json", a.catalog().index().version + 1);
+    let hold = store.hold_next_put(&next);
+    let create = run("CREATE MATERIALIZED VIEW w AS SELECT x * 10 AS y FROM t");
+    hold.reached().await;
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    b.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
+    hold.release();
+    create.await.unwrap().unwrap();
+
+    let fresh = open(target, Duration::from_secs(3600)).await;
+    assert_eq!(
+        values(&fresh, "SELECT x FROM v ORDER BY x").await,
+        [1, 2, 3]
+    );
+    assert_eq!(
+        values(&fresh, "SELECT y FROM w ORDER BY y").await,
+        [10, 20, 30]
+    );
+    // Committed writes give their leases back.
+    let leases: Vec<String> = target
+        .files()
+        .await
+        .into_iter()
+        .filter(|f| f.starts_with("_matview/leases/"))
+        .collect();
+    assert!(leases.is_empty(), "{leases:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_longer_than_the_retention_window_is_never_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    in_flight_writes_survive_vacuum(&Target::local(dir.path())).await;
+    if let Some(target) = Target::s3() {
+        in_flight_writes_survive_vacuum(&target).await;
+    }
+}
+
+/// A file of the new snapshot removed behind the writer's back (by a
+/// program, or a cleanup while the writer was stalled past its lease) is
+/// found before the commit: the refresh fails and the old data stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_whose_files_vanished_before_its_commit_commits_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::local(dir.path());
+    let (a, store) = open_instrumented(&target, Duration::from_secs(3600)).await;
+    a.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    a.sql("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let before = target.files().await;
+    let a = Arc::new(a);
+    let hold = store.hold_next_put(datafusion_matview::spec::SNAPSHOT_MARKER);
+    let refresh = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.sql("REFRESH MATERIALIZED VIEW v").await.map(|_| ()) })
+    };
+    hold.reached().await;
+    let written: Vec<String> = target
+        .files()
+        .await
+        .difference(&before)
+        .filter(|f| f.ends_with(".parquet"))
+        .cloned()
+        .collect();
+    assert!(!written.is_empty());
+    for file in &written {
+        let path = target
+            .root
+            .parts()
+            .chain(ObjectPath::from(file.as_str()).parts())
+            .collect::<ObjectPath>();
+        target.store.delete(&path).await.unwrap();
+    }
+    hold.release();
+    let err = refresh.await.unwrap().unwrap_err().to_string();
+    assert!(
+        err.contains("changed before the commit") && err.contains("it is gone"),
+        "{err}"
+    );
+    let fresh = open(&target, Duration::from_secs(3600)).await;
+    assert_eq!(values(&fresh, "SELECT x FROM v ORDER BY x").await, [1, 2]);
+}
+
+/// A write part's task that ran twice (an executor declared lost that was
+/// still alive) while another part's file went missing leaves the right
+/// total of rows but the wrong rows: each part's files are checked against
+/// the rows that part wrote, and nothing is committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_written_twice_is_refused_even_when_the_total_matches() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("src");
+    std::fs::create_dir_all(&source).unwrap();
+    write_csv(&source.join("a.csv"), 1..=3);
+    write_csv(&source.join("b.csv"), 4..=6);
+    let target = Target::local(&dir.path().join("cat"));
+    let (a, store) = open_instrumented(&target, Duration::from_secs(3600)).await;
+    a.sql(&source_sql(&source)).await.unwrap();
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    let before = target.files().await;
+    let a = Arc::new(a);
+    // Parts run one after the other here (small input): hold the second
+    // part's file, then lose it, while the first part's file appears twice.
+    let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let hold = store.hold_next_put_where({
+        let seen = Arc::clone(&seen);
+        move |path| {
+            path.filename().is_some_and(|f| f.ends_with(".parquet"))
+                && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1
+        }
+    });
+    let refresh = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.sql("REFRESH MATERIALIZED VIEW v FULL").await.map(|_| ()) })
+    };
+    hold.reached().await;
+    // The other part may run beside it: wait for its file.
+    let mut written: Vec<String> = vec![];
+    for _ in 0..500 {
+        written = target
+            .files()
+            .await
+            .difference(&before)
+            .filter(|f| f.ends_with(".parquet"))
+            .cloned()
+            .collect();
+        if !written.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(written.len(), 1, "{written:?}");
+    let path = |f: &str| -> ObjectPath {
+        target
+            .root
+            .parts()
+            .chain(ObjectPath::from(f).parts())
+            .collect()
+    };
+    let twice = written[0].replace(".parquet", "-again.parquet");
+    let bytes = target.store.get(&path(&written[0])).await.unwrap();
+    let bytes = bytes.bytes().await.unwrap();
+    target.store.put(&path(&twice), bytes.into()).await.unwrap();
+    hold.release_lost();
+    let err = refresh.await.unwrap().unwrap_err().to_string();
+    assert!(
+        err.contains("ran twice") && err.contains("nothing was committed"),
+        "{err}"
+    );
+    let fresh = open(&target, Duration::from_secs(3600)).await;
+    assert_eq!(
+        values(&fresh, "SELECT x FROM v ORDER BY x").await,
+        [1, 2, 3, 4, 5, 6]
+    );
+}
+
+/// A commit whose conditional put timed out and is not there when read
+/// back may still land (a server applies a request after the client gave
+/// up): the refresh says its outcome is unknown (typed), keeps its files,
+/// and once the put lands every reader, this session's next commit
+/// included, sees the view it committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_that_may_still_land_is_reported_unknown_and_its_files_kept() {
+    // A remote-like store: a failed put there proves nothing.
+    let target = Target {
+        location: "s3://late/cat".into(),
+        url: url::Url::parse("s3://late").unwrap(),
+        store: Arc::new(object_store::memory::InMemory::new()),
+        root: ObjectPath::from("cat"),
+    };
+    let (a, store) = open_instrumented(&target, Duration::from_secs(3600)).await;
+    a.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    a.sql("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut n = 1;
+    let unknown = loop {
+        store.set_fault(Some(Fault {
+            at_write: n,
+            after: false,
+            action: FaultAction::Late,
+        }));
+        let result = a.sql("REFRESH MATERIALIZED VIEW v FULL").await;
+        store.set_fault(None);
+        // Whatever failed lands now, before the next attempt.
+        tokio::time::sleep(datafusion_matview::testing::LATE_PUT_DELAY * 2).await;
+        match result {
+            Err(e @ Error::CommitOutcomeUnknown { .. }) => break e,
+            Err(Error::RefreshFailed { source, .. })
+                if matches!(*source, Error::CommitOutcomeUnknown { .. }) =>
+            {
+                break *source;
+            }
+            Err(e) => {
+                assert!(!e.to_string().contains("may have landed"), "write {n}: {e}");
+                let now = values(&a, "SELECT x FROM v ORDER BY x").await;
+                assert_eq!(now, [1, 2], "write {n}: a failed refresh changed the data");
+            }
+            Ok(_) => panic!("no write of the refresh was its commit ({n} tried)"),
+        }
+        n += 1;
+        assert!(n < 100, "a refresh should not make 100 writes");
+    };
+    assert!(!unknown.commit_rejected(), "{unknown}");
+    assert!(unknown.to_string().contains("may have landed"), "{unknown}");
+    // It landed late: a new reader sees the refreshed view, whose files
+    // were kept, and so does this session's next commit.
+    let fresh = open(&target, Duration::from_secs(3600)).await;
+    assert_eq!(
+        values(&fresh, "SELECT x FROM v ORDER BY x").await,
+        [1, 2, 3]
+    );
+    a.sql("INSERT INTO t VALUES (4)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    a.sql("REFRESH MATERIALIZED VIEW v FULL").await.unwrap();
+    let fresh = open(&target, Duration::from_secs(3600)).await;
+    assert_eq!(
+        values(&fresh, "SELECT x FROM v ORDER BY x").await,
+        [1, 2, 3, 4]
+    );
 }
 
 // ---- concurrent processes --------------------------------------------------

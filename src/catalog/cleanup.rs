@@ -61,13 +61,15 @@ impl Catalog {
     /// than `cutoff`. Only what the catalog provably wrote is a candidate:
     /// files of the shapes it writes (`<view folder>/<snapshot id>/` then a
     /// data file, the marker, or a local store's staging file of a data
-    /// file) in a snapshot directory no version references, whose marker
-    /// or first data file names that snapshot (the key-value metadata every
+    /// file) in a snapshot directory no version references and no
+    /// unexpired lease names (a write in progress), whose marker or first
+    /// data file names that snapshot (the key-value metadata every
     /// data file carries). Anything else under the root, however old, is
     /// not the catalog's and is never touched.
     pub(super) async fn orphans(
         &self,
         known: &BTreeSet<String>,
+        leased: &lease::Leased,
         cutoff: DateTime<Utc>,
     ) -> Result<Vec<Path>> {
         let log = self.path("_matview");
@@ -93,6 +95,7 @@ impl Catalog {
                 && is_snapshot_id(id)
                 && (is_snapshot_file_name(file) || is_staged_data_file(file))
                 && !known.contains(dir)
+                && !leased.covers_dir(dir)
             {
                 dirs.entry(dir.to_owned()).or_default().push(meta);
             }
@@ -250,6 +253,9 @@ impl Catalog {
         }
 
         if full {
+            // Leases first: a write that commits (and releases its lease)
+            // after this point is in the index read next.
+            let (leased, expired_leases) = self.leased(cutoff).await?;
             let index = self.reload().await?;
             let mut known: BTreeSet<String> = index.retired.iter().map(|r| r.dir.clone()).collect();
             let mut slots: BTreeSet<SlotId> = BTreeSet::new();
@@ -267,14 +273,21 @@ impl Catalog {
                     known.extend(state.known_snapshot_dirs());
                 }
             }
-            for orphan in self.orphans(&known, cutoff).await? {
+            for orphan in self.orphans(&known, &leased, cutoff).await? {
                 match self.store.delete(&orphan).await {
                     Ok(()) => report.files_deleted += 1,
                     Err(object_store::Error::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
             }
+            slots.extend(leased.slots.iter().cloned());
             report.manifests_deleted += self.orphan_view_logs(&slots, cutoff).await?;
+            for lease in expired_leases {
+                match self.store.delete(&lease).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
         }
         Ok(report)
     }

@@ -264,9 +264,18 @@ impl Log {
             Ok(Some(_)) => Ok(Put::Lost),
             // None after losing a race: cleaned up since; reload and retry.
             Ok(None) if lost_race => Ok(Put::Lost),
-            // Nothing there after a failed put: it did not land, and the
-            // error is the put's.
-            Ok(None) => Err(error.into()),
+            // Nothing there after a put the store refused, or after a
+            // local put (which is over when it returns): it did not land,
+            // and the error is the put's.
+            Ok(None) if self.put_is_over(&error) => Err(error.into()),
+            // Nothing there yet after a timeout or a 5xx: the request may
+            // still be in flight and land later. Unknown; the next reader
+            // of the log settles it.
+            Ok(None) => Err(Error::CommitOutcomeUnknown {
+                catalog: self.location.clone(),
+                version,
+                source: Box::new(Error::ObjectStore(error)),
+            }),
             Err(read) if lost_race => Err(read),
             Err(read) => {
                 log::warn!("could not read back version {version}: {read}");
@@ -277,6 +286,25 @@ impl Log {
                 })
             }
         }
+    }
+
+    /// Whether a put that failed with `error` can no longer land: the
+    /// store refused it outright, or the store is local (its put is over
+    /// when it returns). A remote store's timeout or 5xx proves nothing:
+    /// the request may still be applied.
+    fn put_is_over(&self, error: &object_store::Error) -> bool {
+        use object_store::Error as E;
+        let local = self.display_prefix == "/" || self.display_prefix.starts_with("memory:");
+        local
+            || matches!(
+                error,
+                E::PermissionDenied { .. }
+                    | E::Unauthenticated { .. }
+                    | E::NotSupported { .. }
+                    | E::NotImplemented { .. }
+                    | E::InvalidPath { .. }
+                    | E::Precondition { .. }
+            )
     }
 
     /// Records the latest version, for readers to find it without listing.

@@ -83,7 +83,17 @@ impl Catalog {
     /// index commit to reference (until then nothing does, like data files
     /// not yet committed). Returns the log's slot.
     pub async fn create_view_log(&self, view: &ViewEntry) -> Result<SlotId> {
-        let slot = crate::spec::new_id();
+        self.create_view_log_in(view, crate::spec::new_id()).await
+    }
+
+    /// [`Self::create_view_log`] in a slot chosen beforehand (one a
+    /// [`super::Lease`] names, so cleanup leaves it alone until the index
+    /// commit names it).
+    pub(crate) async fn create_view_log_in(
+        &self,
+        view: &ViewEntry,
+        slot: SlotId,
+    ) -> Result<SlotId> {
         let record = ViewVersion {
             format_version: MANIFEST_FORMAT,
             version: 1,

@@ -86,7 +86,7 @@ fn classify(e: &Error) -> (StatusCode, &'static str, bool) {
         }
         Error::SchemaNotFound { .. } => (S::NOT_FOUND, "invalid_schema_name", false),
         Error::AlreadyExists { .. } => (S::CONFLICT, "duplicate_table", false),
-        Error::CommitConflict { .. } | Error::TooManyRetries { .. } => {
+        Error::CommitConflict { .. } | Error::TooManyRetries { .. } | Error::WriteLost { .. } => {
             (S::CONFLICT, "serialization_failure", true)
         }
         Error::DefinitionChanged { .. } => (S::CONFLICT, "object_not_in_prerequisite_state", false),

@@ -85,6 +85,8 @@ impl MatviewSession {
             Prepared::Skipped(outcome) => return Ok(outcome),
             Prepared::Ready(ready) => *ready,
         };
+        // Cleanup leaves what this write makes alone until it commits.
+        let lease = self.catalog.lease(&entry, true).await?;
         if import.is_some() || create.with_data {
             // Adopted data comes with no fingerprints: nothing says which
             // state of the sources it was computed from (it may predate
@@ -100,7 +102,8 @@ impl MatviewSession {
             };
             entry.snapshot = Some(match import {
                 Some(files) => {
-                    import_snapshot(&state, &self.catalog, &entry, files, fingerprints).await?
+                    import_snapshot(&state, &self.catalog, &entry, files, fingerprints, &lease)
+                        .await?
                 }
                 None => {
                     let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
@@ -108,8 +111,16 @@ impl MatviewSession {
                     let write = self
                         .full_write(plan, &shape, &fingerprints, &Default::default())
                         .await?;
-                    write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints)
-                        .await?
+                    write_snapshot(
+                        state,
+                        &self.catalog,
+                        &entry,
+                        write,
+                        progress,
+                        fingerprints,
+                        &lease,
+                    )
+                    .await?
                 }
             });
         }
@@ -134,7 +145,14 @@ impl MatviewSession {
         .collect();
         // The definition's own log first: nothing references it until the
         // index commit does.
-        let slot = match self.catalog.create_view_log(&entry).await {
+        let slot = lease.slot.clone().unwrap_or_else(crate::spec::new_id);
+        let logged = async {
+            if let Some(s) = &entry.snapshot {
+                lease.confirm(&self.catalog, &s.files).await?;
+            }
+            self.catalog.create_view_log_in(&entry, slot).await
+        };
+        let slot = match logged.await {
             Ok(slot) => slot,
             Err(e) => {
                 if let Some(s) = &entry.snapshot {
@@ -153,14 +171,18 @@ impl MatviewSession {
             })
             .await;
         match committed {
-            Ok(_) => {}
+            Ok(_) => lease.release().await,
             Err(e) => {
-                // Only what provably did not land is ours to delete.
+                // Only what provably did not land is ours to delete; what
+                // may still land keeps its lease until it expires.
                 if e.commit_rejected() {
                     if let Some(s) = &entry.snapshot {
                         let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
                     }
                     let _ = self.catalog.discard_view_log(&slot).await;
+                    lease.release().await;
+                } else {
+                    lease.keep();
                 }
                 return Err(e);
             }

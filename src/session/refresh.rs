@@ -481,11 +481,29 @@ impl MatviewSession {
         // What expired is removed while the query runs rather than after the
         // commit, off the statement's path; what this refresh supersedes
         // goes with a later one.
+        // Cleanup (here or in any process) leaves what this write makes
+        // alone until it commits.
+        let lease = self.catalog.lease(&entry, false).await?;
         let (written, _) = futures::join!(
-            write_snapshot(state, &self.catalog, &entry, write, progress, fingerprints),
+            write_snapshot(
+                state,
+                &self.catalog,
+                &entry,
+                write,
+                progress,
+                fingerprints,
+                &lease
+            ),
             self.cleanup_expired()
         );
         let snapshot = written.map_err(|e| refresh_failed(&display, e))?;
+        if let Err(e) = lease.confirm(&self.catalog, &snapshot.files).await {
+            let _ = self
+                .catalog
+                .delete_dir(&entry.snapshot_dir(&snapshot))
+                .await;
+            return Err(refresh_failed(&display, e));
+        }
         let requirements = [
             Requirement::ViewIs {
                 name: name.clone(),
@@ -506,6 +524,7 @@ impl MatviewSession {
             .await;
         let version = match committed {
             Ok(((), view)) => {
+                lease.release().await;
                 // A view log is committed apart from the index: a DROP (or
                 // CREATE OR REPLACE) that committed to the index after this
                 // refresh planned leaves this version in a log nothing
@@ -522,12 +541,16 @@ impl MatviewSession {
                 view.version
             }
             Err(e) => {
-                // Only what provably did not land is ours to delete.
+                // Only what provably did not land is ours to delete; what
+                // may still land keeps its lease until it expires.
                 if e.commit_rejected() {
                     let _ = self
                         .catalog
                         .delete_dir(&entry.snapshot_dir(&snapshot))
                         .await;
+                    lease.release().await;
+                } else {
+                    lease.keep();
                 }
                 return Err(e);
             }
