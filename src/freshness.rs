@@ -85,6 +85,9 @@ impl<'a> Fingerprinter<'a> {
         catalog: &'a Catalog,
         view_defaults: HashMap<QualifiedName, (String, String)>,
     ) -> Self {
+        // Sources are looked up, and tables found by path built, from the
+        // files there now.
+        crate::refresh::forget_listings(&state);
         Self {
             catalogs: Arc::clone(state.catalog_list()),
             state,

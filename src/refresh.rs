@@ -4,7 +4,7 @@
 //! Nothing here commits: the caller commits the returned [`Snapshot`] and
 //! discards its directory if the commit fails.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use datafusion::arrow::datatypes::{DataType, Schema, SchemaRef};
 use datafusion::common::stats::Precision;
 use datafusion::common::{Column, DFSchema};
 use datafusion::common::{ColumnStatistics, ScalarValue};
-use datafusion::config::TableParquetOptions;
+use datafusion::config::{ConfigOptions, TableParquetOptions};
 use datafusion::datasource::file_format::format_as_file_type;
 use datafusion::datasource::file_format::parquet::ParquetFormatFactory;
 use datafusion::datasource::listing::ListingTableUrl;
@@ -31,7 +31,7 @@ use crate::error::{Error, Result};
 use crate::incremental::Write;
 use crate::spec::{
     ColumnStats, DataFile, Definition, META_DEFINITION, META_PART, META_SNAPSHOT, META_VIEW,
-    SNAPSHOT_MARKER, Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
+    RESULT_SETTINGS, SNAPSHOT_MARKER, Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
 };
 
 /// A session state that resolves names as they were resolved when the
@@ -45,13 +45,62 @@ pub(crate) fn state_for(
     definition_catalog: &str,
     definition_schema: &str,
 ) -> SessionState {
-    if let Some(cache) = state.runtime_env().cache_manager.get_list_files_cache() {
-        cache.clear();
-    }
+    forget_listings(&state);
     let options = state.config_mut().options_mut();
     options.catalog.default_catalog = definition_catalog.to_owned();
     options.catalog.default_schema = definition_schema.to_owned();
     state
+}
+
+/// The settings of [`RESULT_SETTINGS`] in `options` that differ from
+/// DataFusion's defaults, for a new definition.
+pub(crate) fn result_settings(options: &ConfigOptions) -> BTreeMap<String, String> {
+    let defaults = setting_values(&ConfigOptions::default());
+    setting_values(options)
+        .into_iter()
+        .filter(|(key, value)| defaults.get(key) != Some(value))
+        .filter_map(|(key, value)| Some((key, value?)))
+        .collect()
+}
+
+fn setting_values(options: &ConfigOptions) -> BTreeMap<String, Option<String>> {
+    options
+        .entries()
+        .into_iter()
+        .filter(|e| RESULT_SETTINGS.contains(&e.key.as_str()))
+        .map(|e| (e.key, e.value))
+        .collect()
+}
+
+/// Puts the settings of [`RESULT_SETTINGS`] as a definition recorded
+/// them: the recorded values, the others at DataFusion's defaults.
+fn apply_result_settings(
+    options: &mut ConfigOptions,
+    recorded: &BTreeMap<String, String>,
+) -> Result<()> {
+    let defaults = ConfigOptions::default();
+    // Optional settings cannot be unset by name.
+    options.execution.time_zone = defaults.execution.time_zone.clone();
+    options.execution.parquet.coerce_int96 = defaults.execution.parquet.coerce_int96.clone();
+    options.execution.parquet.coerce_int96_tz = defaults.execution.parquet.coerce_int96_tz.clone();
+    for (key, value) in setting_values(&defaults) {
+        if let Some(value) = value {
+            options.set(&key, &value)?;
+        }
+    }
+    for (key, value) in recorded {
+        options.set(key, value)?;
+    }
+    Ok(())
+}
+
+/// Forgets the directory listings the session's runtime caches, so that
+/// what reads sources next (a table found by path infers its schema from
+/// a listing) sees the files there now.
+pub(crate) fn forget_listings(state: &SessionState) {
+    if let Some(cache) = state.runtime_env().cache_manager.get_list_files_cache() {
+        cache.clear();
+    }
 }
 
 /// Projects `plan` so its output columns are named by `names` left to right
@@ -82,11 +131,14 @@ pub(crate) async fn plan_definition(
     view_name: &str,
     definition: &Definition,
 ) -> Result<(SessionState, LogicalPlan)> {
-    let state = state_for(
+    let mut state = state_for(
         state,
         &definition.default_catalog,
         &definition.default_schema,
     );
+    if let Some(recorded) = &definition.settings {
+        apply_result_settings(state.config_mut().options_mut(), recorded)?;
+    }
     let plan = state.create_logical_plan(&definition.sql).await?;
     let plan = rename_columns(plan, &definition.column_names)?;
     let now = plan.schema().as_arrow();

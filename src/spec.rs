@@ -4,7 +4,7 @@
 //! 2, see [`IndexVersion`]); format 1 was one log of whole-catalog
 //! [`Manifest`]s, still read and migrated.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use chrono::{DateTime, Utc};
@@ -243,7 +243,30 @@ pub struct Definition {
     /// considered fresh.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_reproducible: Option<String>,
+    /// The session settings of [`RESULT_SETTINGS`] in force when the view
+    /// was created, those that differ from DataFusion's defaults: the
+    /// query is always planned and run with them (and the others at their
+    /// defaults), so a refresh in any session or process computes what
+    /// CREATE did. `None` for definitions written before they were
+    /// recorded: those run with the refreshing session's settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<BTreeMap<String, String>>,
 }
+
+/// Session settings that change the rows or values a query returns (not
+/// only its speed): recorded with each definition (see
+/// [`Definition::settings`]).
+pub const RESULT_SETTINGS: [&str; 9] = [
+    "datafusion.execution.time_zone",
+    "datafusion.execution.enable_ansi_mode",
+    "datafusion.sql_parser.dialect",
+    "datafusion.sql_parser.parse_float_as_decimal",
+    "datafusion.sql_parser.enable_ident_normalization",
+    "datafusion.sql_parser.map_string_types_to_utf8view",
+    "datafusion.execution.parquet.binary_as_string",
+    "datafusion.execution.parquet.coerce_int96",
+    "datafusion.execution.parquet.coerce_int96_tz",
+];
 
 /// One committed, immutable set of data files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -355,6 +378,7 @@ mod tests {
                 schema: Schema::new(vec![Field::new("x", DataType::Int64, false)]),
                 sources: vec![],
                 not_reproducible: None,
+                settings: None,
             },
             created_at: Utc::now(),
             snapshot: Some(Snapshot {
@@ -392,6 +416,7 @@ mod tests {
             schema: Schema::empty(),
             sources: vec![],
             not_reproducible: None,
+            settings: None,
         }
     }
 

@@ -1077,3 +1077,88 @@ async fn a_drop_and_a_create_over_it_never_both_land() {
     }
     eprintln!("{drops} drops and {creates} creates landed of 12 races each");
 }
+
+/// Session settings that change what a query returns are part of its
+/// definition: a view created with identifier normalization off reads
+/// column `A`, and a refresh from another session (settings at their
+/// defaults, where `A` would mean `a`) still reads `A`; the other
+/// session's own queries keep its settings.
+#[tokio::test]
+async fn settings_that_change_results_are_part_of_the_definition() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("1.csv"), "a,A\n1,100\n2,200\n").unwrap();
+    let catalog = dir.path().join("catalog");
+    let a = open(&catalog).await;
+    a.sql("SET datafusion.sql_parser.enable_ident_normalization = false")
+        .await
+        .unwrap();
+    a.sql(&format!(
+        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
+        data.display()
+    ))
+    .await
+    .unwrap();
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT sum(A) AS s FROM t")
+        .await
+        .unwrap();
+    assert_eq!(count(&a, "SELECT s FROM v").await, 300);
+
+    let b = open(&catalog).await;
+    // In b, `A` means column `a`.
+    assert_eq!(count(&b, "SELECT sum(A) FROM t").await, 3);
+    std::fs::write(data.join("2.csv"), "a,A\n3,300\n").unwrap();
+    for mode in ["", " FULL"] {
+        b.sql(&format!("REFRESH MATERIALIZED VIEW v{mode}"))
+            .await
+            .unwrap();
+        assert_eq!(count(&b, "SELECT s FROM v").await, 600, "REFRESH{mode}");
+        std::fs::write(data.join("3.csv"), "a,A\n0,0\n").unwrap();
+    }
+    assert_eq!(count(&b, "SELECT sum(A) FROM t").await, 6);
+    let recorded = common::view(&b, "v").await.view.definition.settings.clone();
+    assert_eq!(
+        recorded,
+        Some(
+            [(
+                "datafusion.sql_parser.enable_ident_normalization".to_owned(),
+                "false".to_owned()
+            )]
+            .into()
+        )
+    );
+}
+
+/// A file removed from a folder named by path after the session listed it
+/// (DataFusion caches listings for the life of a session) does not break
+/// freshness or refresh: both look the folder up as it is now.
+#[tokio::test]
+async fn a_file_removed_under_a_folder_named_by_path_is_not_looked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    write_numbers(&data.join("1.csv"), 1..=3);
+    write_numbers(&data.join("2.csv"), 4..=6);
+    let s = common::remembering(
+        SessionContext::new().enable_url_table(),
+        &dir.path().join("catalog"),
+    )
+    .await;
+    let folder = format!("{}/", data.display());
+    s.sql(&format!(
+        "CREATE MATERIALIZED VIEW v AS SELECT count(*) AS c FROM '{folder}'"
+    ))
+    .await
+    .unwrap();
+    // The session lists (and caches) the folder with both files.
+    assert_eq!(
+        count(&s, &format!("SELECT count(*) FROM '{folder}'")).await,
+        6
+    );
+    std::fs::remove_file(data.join("1.csv")).unwrap();
+    assert_eq!(freshness(&s, "v").await, "stale");
+    refresh(&s, "v").await;
+    assert_eq!(count(&s, "SELECT c FROM v").await, 3);
+    assert_eq!(freshness(&s, "v").await, "fresh");
+}

@@ -164,10 +164,10 @@ impl Run<'_> {
                 let batches = s
                     .sql(sql)
                     .await
-                    .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                    .unwrap_or_else(|e| panic!("{runner:?}: {sql}: {e}"))
                     .collect()
                     .await
-                    .unwrap();
+                    .unwrap_or_else(|e| panic!("{runner:?}: {sql}: {e}"));
                 let mut out = vec![];
                 for batch in &batches {
                     if batch.num_columns() == 0 {
@@ -235,6 +235,9 @@ impl Run<'_> {
 }
 
 async fn sequence(seed: u64, steps: usize) {
+    // Printed (shown with --nocapture or on failure) to replay with
+    // DFMV_MODEL_SEED.
+    println!("sequence seed {seed}");
     let mut rng = Rng(seed.max(1));
     let dir = tempfile::tempdir().unwrap();
     for folder in FOLDERS {

@@ -461,6 +461,7 @@ fn test_view(name: &str, snapshot: &str) -> ViewEntry {
             schema: datafusion::arrow::datatypes::Schema::empty(),
             sources: vec![],
             not_reproducible: None,
+            settings: None,
         },
         created_at: Utc::now(),
         snapshot: Some(crate::spec::Snapshot {

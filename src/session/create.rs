@@ -297,6 +297,9 @@ impl MatviewSession {
                 schema: plan.schema().as_arrow().clone(),
                 sources: sources.into_iter().collect(),
                 not_reproducible: not_reproducible(&plan),
+                settings: Some(crate::refresh::result_settings(
+                    self.ctx.state().config().options(),
+                )),
             },
             created_at: chrono::Utc::now(),
             snapshot: None,
