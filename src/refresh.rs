@@ -219,6 +219,14 @@ pub(crate) async fn write_snapshot(
         // threads costs more than it saves.
         state.config_mut().options_mut().execution.target_partitions = 1;
     }
+    if parts.len() > 1 {
+        // One file per part (a group of source files), as the lineage
+        // that evicts data files by source file group wants.
+        state
+            .config_mut()
+            .options_mut()
+            .set("datafusion.execution.minimum_parallel_output_files", "1")?;
+    }
     // Each part writes files into the directory (as many as DataFusion's
     // writer makes), named afresh by every execution, so a task that runs
     // twice (an executor declared lost that is still alive) never

@@ -12,7 +12,8 @@
 //!
 //! Short run (part of `cargo test`): 3 sequences of 12 steps. Long run:
 //! `DFMV_MODEL_SEQUENCES=2000 DFMV_MODEL_STEPS=10 cargo test --test model -- --nocapture`;
-//! `DFMV_MODEL_SEED` replays one sequence.
+//! `DFMV_MODEL_SEED` replays one sequence (`DFMV_MODEL_TRACE=1` prints
+//! its steps as they run).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -284,7 +285,11 @@ async fn sequence(seed: u64, steps: usize) {
     }
     let mut present: BTreeSet<&str> = views.iter().map(|(name, _)| *name).collect();
     let mut log = vec![];
+    let trace = std::env::var("DFMV_MODEL_TRACE").is_ok();
     for step in 0..steps {
+        if trace && let Some(last) = log.last() {
+            eprintln!("{last}");
+        }
         let runner = match rng.below(4) {
             0 | 1 => Runner::A,
             2 => Runner::B,

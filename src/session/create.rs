@@ -207,6 +207,8 @@ impl MatviewSession {
     async fn prepare_create(&self, create: &CreateMaterializedView) -> Result<Prepared> {
         let name = self.resolve(&create.name)?;
         let display = self.display(&name);
+        // The query is planned over the files there now.
+        crate::refresh::forget_listings(&self.ctx.state());
         let index = self.catalog.reload().await?;
         let replaced = index.view(&name).map(|e| e.id.clone());
         match self.kind_of(&index, &name).await? {

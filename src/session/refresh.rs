@@ -225,6 +225,9 @@ impl MatviewSession {
         pinned: &PinnedSources,
     ) -> Result<PlannedRefresh> {
         let display = self.display(name);
+        // Sources are looked up (a table found by path infers its schema
+        // from a listing) from the files there now.
+        crate::refresh::forget_listings(&self.ctx.state());
         let index = self.catalog.reload().await?;
         let view_state = match index.view(name) {
             Some(_) => self.catalog.view(name).await?,
