@@ -68,7 +68,8 @@ mod views;
 pub use commit::Requirement;
 pub(crate) use commit::create_only;
 pub use index::index_entry;
-pub use lease::{DEFAULT_LEASE_TTL, Lease};
+pub use lease::DEFAULT_LEASE_TTL;
+pub(crate) use lease::Lease;
 pub use versions::parse_manifest;
 
 /// How many versions the latest-version pointer may lag before a reader

@@ -481,12 +481,12 @@ impl MatviewSession {
         let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
         let kept_rows: u64 = write.keep.iter().map(|f| f.rows).sum();
         let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-        // What expired is removed while the query runs rather than after the
-        // commit, off the statement's path; what this refresh supersedes
-        // goes with a later one.
         // Cleanup (here or in any process) leaves what this write makes
         // alone until it commits.
         let lease = self.catalog.lease(&entry, false).await?;
+        // What expired is removed while the query runs rather than after the
+        // commit, off the statement's path; what this refresh supersedes
+        // goes with a later one.
         let (written, _) = futures::join!(
             write_snapshot(
                 state,
