@@ -791,6 +791,62 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data_on_s3() {
 
 // ---- writes in progress ----------------------------------------------------
 
+/// In `s`: table `t` (1, 2), view `v` over it, then 3 appended to `t`
+/// (`v` is stale).
+async fn stale_view(s: &MatviewSession) {
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
+        .await
+        .unwrap();
+    s.sql("INSERT INTO t VALUES (3)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+}
+
+/// Runs `sql` in `s` in a task of its own (to be held mid-way).
+fn spawn_sql(
+    s: &Arc<MatviewSession>,
+    sql: &'static str,
+) -> tokio::task::JoinHandle<Result<(), Error>> {
+    let s = Arc::clone(s);
+    tokio::spawn(async move { s.sql(sql).await.map(|_| ()) })
+}
+
+/// The Parquet files under the target that are not in `before`, as soon
+/// as there is one (a write part running beside a held one may be late).
+async fn new_parquet_files(target: &Target, before: &BTreeSet<String>) -> Vec<String> {
+    let mut written = vec![];
+    for _ in 0..500 {
+        written = target
+            .files()
+            .await
+            .difference(before)
+            .filter(|f| f.ends_with(".parquet"))
+            .cloned()
+            .collect();
+        if !written.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    written
+}
+
+impl Target {
+    /// The object path of `relative` (to the catalog root).
+    fn object(&self, relative: &str) -> ObjectPath {
+        self.root
+            .parts()
+            .chain(ObjectPath::from(relative).parts())
+            .collect()
+    }
+}
+
 /// A REFRESH and a CREATE, each paused before it commits for longer than
 /// its lease lasts without renewal, while another process with a zero
 /// retention window runs VACUUM: their files and the new view's log stay
@@ -798,28 +854,13 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data_on_s3() {
 async fn in_flight_writes_survive_vacuum(target: &Target) {
     let (a, store) = open_instrumented(target, Duration::from_secs(3600)).await;
     a.catalog().set_lease_ttl(Duration::from_millis(300));
-    a.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
-        .await
-        .unwrap();
-    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
-        .await
-        .unwrap();
-    a.sql("INSERT INTO t VALUES (3)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    stale_view(&a).await;
     let b = open(target, Duration::ZERO).await;
     let a = Arc::new(a);
-    let run = |sql: &'static str| {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.sql(sql).await.map(|_| ()) })
-    };
 
     // The refresh has written its data files; its marker waits.
     let hold = store.hold_next_put(datafusion_matview::spec::SNAPSHOT_MARKER);
-    let refresh = run("REFRESH MATERIALIZED VIEW v");
+    let refresh = spawn_sql(&a, "REFRESH MATERIALIZED VIEW v");
     hold.reached().await;
     tokio::time::sleep(Duration::from_millis(900)).await;
     b.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
@@ -830,7 +871,10 @@ async fn in_flight_writes_survive_vacuum(target: &Target) {
     // that names them waits.
     let next = format!("{:020}.json", a.catalog().index().version + 1);
     let hold = store.hold_next_put(&next);
-    let create = run("CREATE MATERIALIZED VIEW w AS SELECT x * 10 AS y FROM t");
+    let create = spawn_sql(
+        &a,
+        "CREATE MATERIALIZED VIEW w AS SELECT x * 10 AS y FROM t",
+    );
     hold.reached().await;
     tokio::time::sleep(Duration::from_millis(900)).await;
     b.sql("VACUUM MATERIALIZED VIEWS").await.unwrap();
@@ -873,41 +917,16 @@ async fn a_refresh_whose_files_vanished_before_its_commit_commits_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let target = Target::local(dir.path());
     let (a, store) = open_instrumented(&target, Duration::from_secs(3600)).await;
-    a.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
-        .await
-        .unwrap();
-    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
-        .await
-        .unwrap();
-    a.sql("INSERT INTO t VALUES (3)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    stale_view(&a).await;
     let before = target.files().await;
     let a = Arc::new(a);
     let hold = store.hold_next_put(datafusion_matview::spec::SNAPSHOT_MARKER);
-    let refresh = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.sql("REFRESH MATERIALIZED VIEW v").await.map(|_| ()) })
-    };
+    let refresh = spawn_sql(&a, "REFRESH MATERIALIZED VIEW v");
     hold.reached().await;
-    let written: Vec<String> = target
-        .files()
-        .await
-        .difference(&before)
-        .filter(|f| f.ends_with(".parquet"))
-        .cloned()
-        .collect();
+    let written = new_parquet_files(&target, &before).await;
     assert!(!written.is_empty());
     for file in &written {
-        let path = target
-            .root
-            .parts()
-            .chain(ObjectPath::from(file.as_str()).parts())
-            .collect::<ObjectPath>();
-        target.store.delete(&path).await.unwrap();
+        target.store.delete(&target.object(file)).await.unwrap();
     }
     hold.release();
     let err = refresh.await.unwrap().unwrap_err().to_string();
@@ -948,38 +967,18 @@ async fn a_part_written_twice_is_refused_even_when_the_total_matches() {
                 && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1
         }
     });
-    let refresh = {
-        let a = Arc::clone(&a);
-        tokio::spawn(async move { a.sql("REFRESH MATERIALIZED VIEW v FULL").await.map(|_| ()) })
-    };
+    let refresh = spawn_sql(&a, "REFRESH MATERIALIZED VIEW v FULL");
     hold.reached().await;
-    // The other part may run beside it: wait for its file.
-    let mut written: Vec<String> = vec![];
-    for _ in 0..500 {
-        written = target
-            .files()
-            .await
-            .difference(&before)
-            .filter(|f| f.ends_with(".parquet"))
-            .cloned()
-            .collect();
-        if !written.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let written = new_parquet_files(&target, &before).await;
     assert_eq!(written.len(), 1, "{written:?}");
-    let path = |f: &str| -> ObjectPath {
-        target
-            .root
-            .parts()
-            .chain(ObjectPath::from(f).parts())
-            .collect()
-    };
     let twice = written[0].replace(".parquet", "-again.parquet");
-    let bytes = target.store.get(&path(&written[0])).await.unwrap();
+    let bytes = target.store.get(&target.object(&written[0])).await.unwrap();
     let bytes = bytes.bytes().await.unwrap();
-    target.store.put(&path(&twice), bytes.into()).await.unwrap();
+    target
+        .store
+        .put(&target.object(&twice), bytes.into())
+        .await
+        .unwrap();
     hold.release_lost();
     let err = refresh.await.unwrap().unwrap_err().to_string();
     assert!(
@@ -1008,18 +1007,7 @@ async fn a_commit_that_may_still_land_is_reported_unknown_and_its_files_kept() {
         root: ObjectPath::from("cat"),
     };
     let (a, store) = open_instrumented(&target, Duration::from_secs(3600)).await;
-    a.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
-        .await
-        .unwrap();
-    a.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
-        .await
-        .unwrap();
-    a.sql("INSERT INTO t VALUES (3)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    stale_view(&a).await;
     let mut n = 1;
     let unknown = loop {
         store.set_fault(Some(Fault {
