@@ -1,6 +1,6 @@
 //! A model-based test of one catalog shared by several sessions and
-//! processes (issue 29): two library sessions (as two servers would hold)
-//! and the `dfmv` binary as a third process run random sequences of
+//! processes (issue 29): two library sessions, a `dfmv serve` process
+//! (over REST) and short-lived `dfmv` processes run random sequences of
 //! table and plain-view (re)definitions, appends, removals and in-place
 //! rewrites (same size, modification time put back), refreshes, drops and
 //! re-creations of materialized views, VACUUM by a session whose window
@@ -23,7 +23,7 @@ use datafusion::prelude::SessionContext;
 use datafusion_matview::MatviewSession;
 
 mod common;
-use common::sorted_text;
+use common::{http, sorted_text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_dfmv");
 
@@ -134,13 +134,59 @@ async fn session(catalog: &Path) -> MatviewSession {
     common::remembering(SessionContext::new().enable_url_table(), catalog).await
 }
 
-/// Who runs a step: one of the two library sessions, or a new `dfmv`
-/// process.
+/// Who runs a step: one of the two library sessions, a new `dfmv`
+/// process, or the `dfmv serve` process (through `POST /v1/sql`).
 #[derive(Debug, Clone, Copy)]
 enum Runner {
     A,
     B,
     Process,
+    Server,
+}
+
+/// A `dfmv serve` process over the catalog, killed when dropped.
+struct Server {
+    child: std::process::Child,
+    /// Its REST address.
+    addr: String,
+}
+
+impl Server {
+    fn start(catalog: &Path) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(BIN)
+            .arg("--catalog")
+            .arg(catalog)
+            .args([
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--flight-sql",
+                "127.0.0.1:0",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let addr = loop {
+            let mut line = String::new();
+            assert!(stdout.read_line(&mut line).unwrap() > 0, "dfmv serve ended");
+            if let Some(addr) = line.trim_end().strip_prefix("REST on http://") {
+                break addr.to_owned();
+            }
+        };
+        // Keep its output flowing.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        Self { child, addr }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 struct Run<'a> {
@@ -150,6 +196,7 @@ struct Run<'a> {
     /// Keeps nothing for readers: its VACUUM removes whatever is not
     /// referenced at once.
     vacuum: &'a MatviewSession,
+    server: Server,
 }
 
 impl Run<'_> {
@@ -189,6 +236,12 @@ impl Run<'_> {
                 }
                 out.join("\n")
             }
+            Runner::Server => {
+                let body = serde_json::json!({ "sql": sql }).to_string();
+                let (status, answer) = http(&self.server.addr, "POST", "/v1/sql", &body);
+                assert_eq!(status, 200, "dfmv serve: {sql}: {answer}");
+                answer.to_string()
+            }
             Runner::Process => {
                 let output = Command::new(BIN)
                     .arg("--catalog")
@@ -214,6 +267,16 @@ impl Run<'_> {
                 "SELECT table_name, freshness FROM materialized_views() ORDER BY table_name",
             )
             .await;
+        if let Runner::Server = runner {
+            let rows: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+            return rows
+                .iter()
+                .map(|row| {
+                    let field = |f: &str| row[f].as_str().unwrap().to_owned();
+                    (field("table_name"), field("freshness"))
+                })
+                .collect();
+        }
         text.lines()
             .filter(|l| !l.starts_with("table_name"))
             .filter_map(|l| l.split_once(','))
@@ -272,6 +335,7 @@ async fn sequence(seed: u64, steps: usize) {
         a: &a,
         b: &b,
         vacuum: &vacuum,
+        server: Server::start(&catalog),
     };
     let views = views(dir.path());
     run.sql(Runner::A, &model.table_sql()).await;
@@ -290,10 +354,11 @@ async fn sequence(seed: u64, steps: usize) {
         if trace && let Some(last) = log.last() {
             eprintln!("{last}");
         }
-        let runner = match rng.below(4) {
+        let runner = match rng.below(5) {
             0 | 1 => Runner::A,
             2 => Runner::B,
-            _ => Runner::Process,
+            3 => Runner::Process,
+            _ => Runner::Server,
         };
         let folder = FOLDERS[rng.below(2) as usize];
         match rng.below(10) {

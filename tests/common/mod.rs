@@ -130,3 +130,40 @@ pub fn sorted_text(batches: Vec<datafusion::arrow::array::RecordBatch>) -> Strin
     lines.sort();
     lines.join("\n")
 }
+
+/// One HTTP/1.1 request over a fresh connection: the status and the body
+/// as JSON.
+pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to dfmv serve");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nAccept: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, mut payload) = response.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head[9..12].parse().unwrap();
+    let decoded;
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        let mut out = String::new();
+        while let Some((size, rest)) = payload.split_once("\r\n") {
+            let size = usize::from_str_radix(size.trim(), 16).unwrap();
+            if size == 0 {
+                break;
+            }
+            out.push_str(&rest[..size]);
+            payload = &rest[size + 2..];
+        }
+        decoded = out;
+        payload = &decoded;
+    }
+    (status, serde_json::from_str(payload).expect("a JSON body"))
+}
