@@ -703,12 +703,9 @@ fn sigkill_at_random_times_long() {
 
 // ---- failed writes ---------------------------------------------------------
 
-/// Fails each write of a refresh in turn, `after` it reached the store or
-/// before: a refresh that reports an error leaves the old data, readable;
-/// one that reports success has the new data; and what failed attempts
-/// wrote is swept.
-async fn failed_writes(target: &Target, after: bool) {
-    let (s, store) = open_instrumented(target, Duration::from_secs(3600)).await;
+/// In `s`: table `t` (1, 2), view `v` over it, then 3 appended to `t`
+/// (`v` is stale).
+async fn stale_view(s: &MatviewSession) {
     s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
         .await
         .unwrap();
@@ -721,6 +718,15 @@ async fn failed_writes(target: &Target, after: bool) {
         .collect()
         .await
         .unwrap();
+}
+
+/// Fails each write of a refresh in turn, `after` it reached the store or
+/// before: a refresh that reports an error leaves the old data, readable;
+/// one that reports success has the new data; and what failed attempts
+/// wrote is swept.
+async fn failed_writes(target: &Target, after: bool) {
+    let (s, store) = open_instrumented(target, Duration::from_secs(3600)).await;
+    stale_view(&s).await;
     let mut n = 1;
     let mut failures = 0;
     loop {
@@ -790,23 +796,6 @@ async fn a_failed_write_anywhere_in_a_refresh_keeps_the_old_data_on_s3() {
 }
 
 // ---- writes in progress ----------------------------------------------------
-
-/// In `s`: table `t` (1, 2), view `v` over it, then 3 appended to `t`
-/// (`v` is stale).
-async fn stale_view(s: &MatviewSession) {
-    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
-        .await
-        .unwrap();
-    s.sql("CREATE MATERIALIZED VIEW v AS SELECT x FROM t")
-        .await
-        .unwrap();
-    s.sql("INSERT INTO t VALUES (3)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-}
 
 /// Runs `sql` in `s` in a task of its own (to be held mid-way).
 fn spawn_sql(
