@@ -335,6 +335,33 @@ pub enum Error {
         detail: String,
     },
 
+    /// A server's client asked for something the server does not let its
+    /// clients do (PostgreSQL's `insufficient_privilege`).
+    #[error("permission denied {what}\nHINT: {hint}")]
+    PermissionDenied {
+        /// What was refused: `to use "/etc/passwd"`, `to set ...`.
+        what: String,
+        /// What would allow it.
+        hint: String,
+    },
+
+    /// A server's client ran a statement longer than the server allows
+    /// (PostgreSQL's words for `statement_timeout`).
+    #[error("canceling statement due to statement timeout\nDETAIL: The server stops a statement after {} s.\nHINT: Make the statement cheaper, or start the server with a longer --statement-timeout.", .limit.as_secs_f64())]
+    StatementTimeout {
+        /// The server's limit.
+        limit: std::time::Duration,
+    },
+
+    /// A result larger than a server answers in one response.
+    #[error(
+        "the result is larger than the server's limit of {limit} bytes\nHINT: Fetch it through Flight SQL, which streams results, or add a LIMIT; dfmv serve --max-result-bytes raises the limit."
+    )]
+    ResultTooLarge {
+        /// The server's limit, in bytes of Arrow data.
+        limit: usize,
+    },
+
     /// A statement this crate parses but does not support.
     #[error("{0}")]
     NotSupported(String),

@@ -30,6 +30,7 @@ use tokio::net::TcpListener;
 use crate::error::{Error, Result};
 use crate::session::MatviewSession;
 
+pub mod access;
 mod errors;
 #[cfg(feature = "flight-sql")]
 pub mod flight;
@@ -61,6 +62,35 @@ pub struct ServerOptions {
     pub keep_finished_jobs: Duration,
     /// Write one line per request to stderr.
     pub log_requests: bool,
+    /// Serve an address other than loopback without a token. Without it,
+    /// [`Server::bind`] refuses: anyone who can reach the address could
+    /// run statements with the server's rights.
+    pub no_auth: bool,
+    /// Origins (`https://app.example.com`) whose web pages may call the
+    /// REST API. A request with any other `Origin` header is refused
+    /// (403): by default no web page may drive the server.
+    pub allow_origins: Vec<String>,
+    /// Host names, besides loopback names, IP addresses and the bound
+    /// address, that requests may name in their `Host` header (others:
+    /// 421), so a web page cannot reach the server through DNS rebinding.
+    pub allowed_hosts: Vec<String>,
+    /// Local folders whose files clients may read and write, besides the
+    /// catalog's own (see [`access`]).
+    pub data_dirs: Vec<std::path::PathBuf>,
+    /// Stores (and paths in them) clients may use besides the catalog's:
+    /// `s3://bucket`, `s3://bucket/prefix`, `https://example.com`.
+    pub allow_stores: Vec<String>,
+    /// Longest a client's statement may take, from parsing to its last row.
+    pub statement_timeout: Duration,
+    /// Largest result `/v1/sql` answers, in bytes of Arrow data (larger:
+    /// 413; Flight SQL streams results and has no such limit).
+    pub max_result_bytes: usize,
+    /// Open Flight SQL tickets and prepared statements one client may hold
+    /// (each kind).
+    pub max_handles_per_client: usize,
+    /// Open Flight SQL tickets and prepared statements all clients together
+    /// may hold (each kind).
+    pub max_handles: usize,
 }
 
 impl Default for ServerOptions {
@@ -74,6 +104,15 @@ impl Default for ServerOptions {
             max_running_jobs: 2,
             keep_finished_jobs: Duration::from_secs(3600),
             log_requests: false,
+            no_auth: false,
+            allow_origins: vec![],
+            allowed_hosts: vec![],
+            data_dirs: vec![],
+            allow_stores: vec![],
+            statement_timeout: Duration::from_secs(300),
+            max_result_bytes: 256 << 20,
+            max_handles_per_client: 64,
+            max_handles: 1024,
         }
     }
 }
@@ -90,45 +129,253 @@ pub trait Prepare: Send + Sync {
 /// What every route and Flight SQL call shares.
 #[derive(Clone)]
 pub(crate) struct Shared {
+    /// The server's own session: the one given to [`Server::bind`], whose
+    /// runtime now reaches only what [`access`] allows. No client's
+    /// `SET` reaches it; each client runs in a fork of it.
     pub(crate) session: MatviewSession,
+    pub(crate) access: Arc<access::Access>,
     pub(crate) jobs: Arc<Jobs>,
     pub(crate) options: Arc<ServerOptions>,
     pub(crate) prepare: Option<Arc<dyn Prepare>>,
 }
 
+/// Longest the parsing of one request's SQL may take.
+const PARSE_TIME_LIMIT: Duration = Duration::from_secs(5);
+
 impl Shared {
-    /// Runs `sql` as [`MatviewSession::sql`] does, except that a CREATE
-    /// MATERIALIZED VIEW alone answers its result row (view, action,
-    /// populated, rows_written, version) as REFRESH does, rather than
-    /// nothing: a client over the network has no other way to see it.
-    pub(crate) async fn statement(&self, sql: &str) -> Result<datafusion::dataframe::DataFrame> {
-        if let Some(prepare) = &self.prepare {
-            prepare.prepare(&self.session, sql).await?;
-        }
-        let ctx = self.session.context();
-        let (dialect, limit) = crate::sql::parser_settings(ctx);
-        if let Ok(mut statements) = crate::sql::parse_sql(sql, &dialect, limit)
-            && statements.len() == 1
-            && let Some(crate::sql::Statement::Create(create)) = statements.pop()
-        {
-            let outcome = self.session.create_materialized_view(&create).await?;
-            return Ok(ctx.read_batch(crate::session::CreateOutcome::batch(&[outcome]))?);
-        }
-        self.session.sql(sql).await
+    /// A session of its own for one client (see [`MatviewSession::fork`]).
+    pub(crate) fn client(&self) -> MatviewSession {
+        self.session.fork()
     }
 
-    /// [`Self::statement`], collected.
+    /// Runs `sql` in `session` (a client's) as [`MatviewSession::sql`]
+    /// does, after the checks of a server: it parses off the async workers
+    /// within [`PARSE_TIME_LIMIT`], refuses settings that would reach
+    /// beyond the client (see [`check_setting`]) and store options that
+    /// would replace the catalog's store. A CREATE MATERIALIZED VIEW alone
+    /// answers its result row (view, action, populated, rows_written,
+    /// version) as REFRESH does, rather than nothing: a client over the
+    /// network has no other way to see it. Errors from a refused file are
+    /// [`Error::PermissionDenied`].
+    pub(crate) async fn statement(
+        &self,
+        session: &MatviewSession,
+        sql: &str,
+    ) -> Result<datafusion::dataframe::DataFrame> {
+        self.statement_inner(session, sql)
+            .await
+            .map_err(|e| access::Refusal::find(&e).unwrap_or(e))
+    }
+
+    async fn statement_inner(
+        &self,
+        session: &MatviewSession,
+        sql: &str,
+    ) -> Result<datafusion::dataframe::DataFrame> {
+        let ctx = session.context();
+        let (dialect, limit) = crate::sql::parser_settings(ctx);
+        let text = sql.to_owned();
+        let parsing = tokio::task::spawn_blocking(move || {
+            crate::sql::parse_sql_with_text(&text, &dialect, limit)
+        });
+        let mut statements = match tokio::time::timeout(PARSE_TIME_LIMIT, parsing).await {
+            Ok(Ok(parsed)) => parsed?,
+            Ok(Err(e)) => {
+                return Err(Error::Serve {
+                    what: "parse the statement".into(),
+                    reason: e.to_string(),
+                });
+            }
+            Err(_) => {
+                return Err(Error::NotSupported(format!(
+                    "the statement took longer than {} s to parse; simplify it",
+                    PARSE_TIME_LIMIT.as_secs()
+                )));
+            }
+        };
+        for (statement, _) in &statements {
+            self.check(session, statement).await?;
+        }
+        if let Some(prepare) = &self.prepare {
+            prepare.prepare(session, sql).await?;
+        }
+        if statements.len() == 1
+            && matches!(statements[0].0, crate::sql::Statement::Create(_))
+            && let Some((crate::sql::Statement::Create(create), _)) = statements.pop()
+        {
+            let outcome = session.create_materialized_view(&create).await?;
+            return Ok(ctx.read_batch(crate::session::CreateOutcome::batch(&[outcome]))?);
+        }
+        session.execute_all(statements).await
+    }
+
+    /// Refuses what a client may not do through the server: settings that
+    /// reach beyond its own session or could hang or crash the server, and
+    /// store options for the store holding the catalog.
+    async fn check(
+        &self,
+        session: &MatviewSession,
+        statement: &crate::sql::Statement,
+    ) -> Result<()> {
+        use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement};
+        use datafusion::sql::parser::Statement as DFStatement;
+        use datafusion::sql::sqlparser::ast::Statement as SQLStatement;
+        let statement = match statement {
+            crate::sql::Statement::Create(create) => {
+                return self.check_paths(session, create.query.as_ref());
+            }
+            crate::sql::Statement::DataFusion(statement) => statement,
+            _ => return Ok(()),
+        };
+        match statement.as_ref() {
+            DFStatement::Statement(inner) => self.check_paths(session, inner.as_ref())?,
+            DFStatement::CopyTo(copy) => {
+                if let datafusion::sql::parser::CopyToSource::Query(query) = &copy.source {
+                    self.check_paths(session, query.as_ref())?;
+                }
+            }
+            DFStatement::Explain(explain) => {
+                if let DFStatement::Statement(inner) = explain.statement.as_ref() {
+                    self.check_paths(session, inner.as_ref())?;
+                }
+            }
+            _ => {}
+        }
+        let (locations, options): (Vec<&String>, &[(String, _)]) = match statement.as_ref() {
+            DFStatement::CreateExternalTable(c) => (c.locations.iter().collect(), &c.options),
+            DFStatement::CopyTo(c) => (vec![&c.target], &c.options),
+            DFStatement::Statement(_) | DFStatement::Reset(_) => {
+                let is_setting = match statement.as_ref() {
+                    DFStatement::Statement(inner) => matches!(inner.as_ref(), SQLStatement::Set(_)),
+                    _ => true,
+                };
+                if !is_setting {
+                    return Ok(());
+                }
+                let plan = session
+                    .context()
+                    .state()
+                    .statement_to_plan(statement.as_ref().clone())
+                    .await?;
+                let state = session.context().state();
+                let current = state.config().options();
+                return match &plan {
+                    LogicalPlan::Statement(PlanStatement::SetVariable(set)) => {
+                        check_setting(&set.variable, Some(&set.value), current)
+                    }
+                    LogicalPlan::Statement(PlanStatement::ResetVariable(reset)) => {
+                        check_setting(&reset.variable, None, current)
+                    }
+                    _ => Ok(()),
+                };
+            }
+            _ => return Ok(()),
+        };
+        let configures_store = options
+            .iter()
+            .any(|(key, _)| !key.to_ascii_lowercase().starts_with("format."));
+        for location in locations {
+            let Ok(url) = datafusion::datasource::listing::ListingTableUrl::parse(location) else {
+                continue;
+            };
+            // Said here, before DataFusion's writers turn the store's
+            // refusal into an "error while finalizing writes".
+            self.access.check_url(&url)?;
+            if configures_store
+                && url.scheme() != "file"
+                && self.access.is_catalog_store(url.as_ref())
+            {
+                let store = access::store_key(url.as_ref());
+                return Err(Error::PermissionDenied {
+                    what: format!("to configure the store that holds the catalog ({store})"),
+                    hint: format!(
+                        "Leave out the store's OPTIONS: locations in {store} are read with the \
+                         catalog's own store."
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses, with [`Error::PermissionDenied`], a path used as a table
+    /// (`FROM 'private/x.csv'`) that clients may not read. The stores
+    /// would refuse it anyway, but DataFusion reports a path it cannot
+    /// read as a table that does not exist.
+    pub(crate) fn check_paths<V: datafusion::sql::sqlparser::ast::Visit>(
+        &self,
+        session: &MatviewSession,
+        node: &V,
+    ) -> Result<()> {
+        let flow = datafusion::sql::sqlparser::ast::visit_relations(node, |name| {
+            let [part] = name.0.as_slice() else {
+                return std::ops::ControlFlow::Continue(());
+            };
+            let Some(ident) = part.as_ident() else {
+                return std::ops::ControlFlow::Continue(());
+            };
+            let path = ident.value.as_str();
+            if !path.contains('/') || session.context().table_exist(path).unwrap_or(false) {
+                return std::ops::ControlFlow::Continue(());
+            }
+            match datafusion::datasource::listing::ListingTableUrl::parse(path) {
+                Ok(url) => match self.access.check_url(&url) {
+                    Ok(()) => std::ops::ControlFlow::Continue(()),
+                    Err(e) => std::ops::ControlFlow::Break(e),
+                },
+                Err(_) => std::ops::ControlFlow::Continue(()),
+            }
+        });
+        match flow {
+            std::ops::ControlFlow::Break(e) => Err(e),
+            std::ops::ControlFlow::Continue(()) => Ok(()),
+        }
+    }
+
+    /// [`Self::statement`], collected: at most
+    /// [`ServerOptions::max_result_bytes`] of Arrow data, within
+    /// [`ServerOptions::statement_timeout`].
     pub(crate) async fn run_sql(
         &self,
+        session: &MatviewSession,
         sql: &str,
     ) -> Result<(
         datafusion::arrow::datatypes::SchemaRef,
         Vec<datafusion::arrow::array::RecordBatch>,
     )> {
-        let df = self.statement(sql).await?;
-        let schema = Arc::new(df.schema().as_arrow().clone());
-        let batches = df.collect().await?;
-        Ok((schema, batches))
+        use futures::StreamExt;
+        let limit = self.options.max_result_bytes;
+        let run = async {
+            let df = self.statement(session, sql).await?;
+            let schema = Arc::new(df.schema().as_arrow().clone());
+            let mut stream = df.execute_stream().await?;
+            let (mut batches, mut bytes) = (vec![], 0usize);
+            while let Some(batch) = stream.next().await {
+                let batch = batch.map_err(|e| {
+                    let e = Error::from(e);
+                    access::Refusal::find(&e).unwrap_or(e)
+                })?;
+                bytes += batch.get_array_memory_size();
+                if bytes > limit {
+                    return Err(Error::ResultTooLarge { limit });
+                }
+                batches.push(batch);
+            }
+            Ok((schema, batches))
+        };
+        self.within_time_limit(run).await
+    }
+
+    /// `work`, or [`Error::StatementTimeout`] once it has run for
+    /// [`ServerOptions::statement_timeout`] (and is dropped, which stops it).
+    pub(crate) async fn within_time_limit<T>(
+        &self,
+        work: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let limit = self.options.statement_timeout;
+        tokio::time::timeout(limit, work)
+            .await
+            .unwrap_or(Err(Error::StatementTimeout { limit }))
     }
 
     /// Whether `header` (an `Authorization` value) carries the token; true
@@ -149,6 +396,70 @@ impl Shared {
                 .fold(0u8, |acc, (a, b)| acc | (a ^ b))
                 == 0
     }
+}
+
+/// Refuses a client's `SET variable = value` (`RESET variable` when
+/// `value` is `None`) that would reach beyond its own session or let one
+/// statement hang or crash the server: the runtime (memory pool, spill
+/// folder, caches) every client shares, another SQL dialect (the
+/// PostgreSQL parser has inputs that take minutes), and raising the
+/// parser's recursion limit or the planner's parallelism above the
+/// server's.
+fn check_setting(
+    variable: &str,
+    value: Option<&str>,
+    current: &datafusion::config::ConfigOptions,
+) -> Result<()> {
+    let variable = variable.trim().to_ascii_lowercase();
+    let refuse = |why: &str| {
+        Err(Error::PermissionDenied {
+            what: format!("to set {variable} through the server"),
+            hint: why.to_owned(),
+        })
+    };
+    if variable.starts_with("datafusion.runtime.") {
+        return refuse(
+            "The runtime is shared by every client of the server; set it when starting the server.",
+        );
+    }
+    let at_most = |server: usize| -> Result<()> {
+        match value.map(|v| v.trim().trim_matches('\'').parse::<usize>()) {
+            Some(Ok(n)) if n >= 1 && n <= server => Ok(()),
+            Some(_) => refuse(&format!(
+                "Clients may lower it, from 1 up to the server's {server}."
+            )),
+            // RESET: DataFusion's default may be above the server's.
+            None => refuse(&format!("Clients may lower it; the server's is {server}.")),
+        }
+    };
+    match variable.as_str() {
+        "datafusion.sql_parser.dialect" => {
+            let dialect = current.sql_parser.dialect.as_ref();
+            match value {
+                Some(v) if v.trim().trim_matches('\'').eq_ignore_ascii_case(dialect) => Ok(()),
+                _ => refuse(&format!(
+                    "The server parses every client's statements in its dialect ({dialect})."
+                )),
+            }
+        }
+        "datafusion.sql_parser.recursion_limit" => {
+            at_most(current.sql_parser.recursion_limit.get())
+        }
+        "datafusion.execution.target_partitions" => at_most(current.execution.target_partitions),
+        "datafusion.execution.planning_concurrency" => {
+            at_most(current.execution.planning_concurrency)
+        }
+        "datafusion.execution.meta_fetch_concurrency" => {
+            at_most(current.execution.meta_fetch_concurrency.get())
+        }
+        "datafusion.execution.batch_size" => at_most(current.execution.batch_size.get()),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `addr` is only reachable from this machine.
+fn is_loopback(addr: &SocketAddr) -> bool {
+    addr.ip().is_loopback()
 }
 
 /// A bound server: [`Server::bind`], then [`Server::run`].
@@ -173,6 +484,39 @@ impl Server {
         options: ServerOptions,
         prepare: Option<Arc<dyn Prepare>>,
     ) -> Result<Self> {
+        let exposed = std::iter::once(options.http)
+            .chain(options.flight_sql)
+            .find(|addr| !is_loopback(addr));
+        if let Some(addr) = exposed
+            && options.token.is_none()
+            && !options.no_auth
+        {
+            return Err(Error::Serve {
+                what: format!("serve {addr} without a token"),
+                reason: "anyone who can reach that address could run statements with this \
+                         server's rights; set a token (dfmv serve --token, or DFMV_TOKEN), or \
+                         say --no-auth to serve it without one"
+                    .into(),
+            });
+        }
+        let access = Arc::new(access::Access::new(
+            Arc::clone(session.catalog()),
+            &options.data_dirs,
+            &options.allow_stores,
+        )?);
+        let runtime = session.context().runtime_env();
+        let guarded =
+            datafusion::execution::runtime_env::RuntimeEnvBuilder::from_runtime_env(&runtime)
+                .with_object_store_registry(Arc::new(access::GuardedRegistry::new(
+                    Arc::clone(&runtime.object_store_registry),
+                    Arc::clone(&access),
+                )))
+                .build_arc()?;
+        // Everything the server runs reads through the guarded stores: in
+        // place, so url tables (resolved through this session's state) do.
+        session.replace_runtime(guarded);
+        // Clients see the files that are there when their statement runs.
+        let session = session.listing_per_statement();
         let bind_error = |addr: SocketAddr, e: std::io::Error| Error::Serve {
             what: format!("listen on {addr}"),
             reason: e.to_string(),
@@ -205,6 +549,7 @@ impl Server {
         Ok(Self {
             shared: Shared {
                 session,
+                access,
                 jobs,
                 options: Arc::new(options),
                 prepare,
@@ -214,6 +559,13 @@ impl Server {
             #[cfg(feature = "flight-sql")]
             flight,
         })
+    }
+
+    /// The places the server's clients may read and write: the catalog,
+    /// the data folders and the other stores it was given (and, not listed,
+    /// the locations of the tables the catalog remembers).
+    pub fn allowed_places(&self) -> Vec<String> {
+        self.shared.access.places()
     }
 
     /// Where the REST API listens.

@@ -87,6 +87,15 @@ pub struct MatviewOptions {
     /// new process can query and refresh views with no set-up. Default:
     /// false (a library caller usually registers its own tables).
     pub remember_relations: bool,
+    /// List every table's files afresh for each statement (within one
+    /// statement, every scan of a table sees the same listing), unless
+    /// the runtime was given `datafusion.runtime.list_files_cache_ttl`
+    /// (then its cache is used as configured). DataFusion otherwise keeps
+    /// a table's listing for the life of the session, so a file added
+    /// later is not seen. `dfmv` and `dfmv serve` turn this on. Default:
+    /// false: a session over your own `SessionContext` leaves its cache
+    /// alone (REFRESH and freshness checks list afresh regardless).
+    pub list_files_per_statement: bool,
 }
 
 impl Default for MatviewOptions {
@@ -96,6 +105,7 @@ impl Default for MatviewOptions {
             lease_ttl: DEFAULT_LEASE_TTL,
             cleanup_after_commit: true,
             remember_relations: false,
+            list_files_per_statement: false,
         }
     }
 }
@@ -505,12 +515,75 @@ impl MatviewSession {
         &self.catalog
     }
 
+    /// A session over the same catalog, relations and functions with its
+    /// own settings: a `SET` in one does not change the other (see
+    /// [`Self::fork_with_runtime`] for paths used as tables). Tables and
+    /// views created in either are seen by both (they share DataFusion's
+    /// catalog list), and so is the runtime (object stores, memory pool,
+    /// caches). A server gives each client one.
+    pub fn fork(&self) -> Self {
+        self.fork_with_runtime(self.ctx.runtime_env())
+    }
+
+    /// Replaces this session's runtime (in every clone of it), keeping
+    /// everything else. Url tables (`FROM 'path'`) of this session and of
+    /// its forks resolve through this session's state, so after this they
+    /// read through `runtime` too.
+    pub(crate) fn replace_runtime(
+        &self,
+        runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    ) {
+        let state_ref = self.ctx.state_ref();
+        let mut state = state_ref.write();
+        let session_id = state.session_id().to_owned();
+        *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+            .with_session_id(session_id)
+            .with_runtime_env(runtime)
+            .build();
+    }
+
+    /// [`Self::fork`] over another runtime: for example one whose object
+    /// store registry restricts what the fork may read and write. Paths
+    /// used as tables (`FROM 'data/x.parquet'`, when url tables are on)
+    /// are looked up through the session forked from, whose runtime reads
+    /// their schema.
+    pub fn fork_with_runtime(
+        &self,
+        runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
+    ) -> Self {
+        let state = datafusion::execution::SessionStateBuilder::new_from_existing(self.ctx.state())
+            .with_runtime_env(runtime)
+            .build();
+        Self {
+            ctx: SessionContext::new_with_state(state),
+            catalog: Arc::clone(&self.catalog),
+            options: self.options.clone(),
+            restore_failures: Arc::clone(&self.restore_failures),
+            progress: self.progress.clone(),
+            registered: Arc::clone(&self.registered),
+            views_created_under: Arc::clone(&self.views_created_under),
+        }
+    }
+
+    /// This session, listing files afresh for each statement (see
+    /// [`MatviewOptions::list_files_per_statement`]).
+    pub(crate) fn listing_per_statement(mut self) -> Self {
+        self.options.list_files_per_statement = true;
+        self
+    }
+
     /// Runs one or more `;`-separated statements, DataFusion's or the view
     /// statements, and returns the result of the last, like
     /// [`SessionContext::sql`]. Earlier statements run to completion.
     pub async fn sql(&self, sql: &str) -> Result<DataFrame> {
         let (dialect, recursion_limit) = crate::sql::parser_settings(&self.ctx);
         let statements = parse_sql_with_text(sql, &dialect, recursion_limit)?;
+        self.execute_all(statements).await
+    }
+
+    /// Runs statements parsed with [`crate::sql::parse_sql_with_text`] (each
+    /// with its text), as [`Self::sql`] does.
+    pub async fn execute_all(&self, statements: Vec<(Statement, String)>) -> Result<DataFrame> {
         let count = statements.len();
         if count == 0 {
             return Err(Error::DataFusion(datafusion::error::DataFusionError::Plan(
@@ -552,6 +625,14 @@ impl MatviewSession {
     /// a statement can leave out its options).
     async fn run(&self, statement: Statement, text: Option<&str>) -> Result<DataFrame> {
         self.sync().await?;
+        if self.options.list_files_per_statement {
+            let cache = &self.ctx.runtime_env().cache_manager;
+            if cache.get_list_files_cache_ttl().is_none()
+                && let Some(listings) = cache.get_list_files_cache()
+            {
+                listings.clear();
+            }
+        }
         match statement {
             Statement::Create(create) => {
                 self.create(&create, None)

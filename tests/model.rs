@@ -163,7 +163,10 @@ impl Server {
                 "127.0.0.1:0",
                 "--flight-sql",
                 "127.0.0.1:0",
+                // The sources sit beside the catalog.
+                "--data-dir",
             ])
+            .arg(catalog.parent().unwrap())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()

@@ -47,8 +47,9 @@ impl TestServer {
 
     /// A server over the catalog in `dir` (which another may be serving).
     async fn start_in(dir: Arc<tempfile::TempDir>, options: ServerOptions) -> Self {
+        // Paths in FROM work, as in dfmv and datafusion-cli.
         let session = MatviewSession::open_with_options(
-            SessionContext::new(),
+            SessionContext::new().enable_url_table(),
             dir.path().join("catalog").to_str().unwrap(),
             MatviewOptions {
                 remember_relations: true,
@@ -1387,5 +1388,461 @@ async fn rest_a_full_job_queue_answers_503_and_recovers() {
         server.rows("SELECT one FROM quick").await,
         json!([{ "one": 1 }])
     );
+    server.stop().await;
+}
+
+impl TestServer {
+    /// `/v1/sql` with `sql`: the status and the JSON answer (rows or error).
+    async fn sql(&self, sql: &str) -> (StatusCode, Value) {
+        self.post_sql(sql, |r| r).await
+    }
+
+    async fn post_sql(
+        &self,
+        sql: &str,
+        adjust: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> (StatusCode, Value) {
+        let request = self
+            .request(reqwest::Method::POST, "/v1/sql")
+            .header("accept", "application/json")
+            .json(&json!({ "sql": sql }));
+        let response = adjust(request).send().await.unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_page_cannot_drive_the_server() {
+    let server = TestServer::start(ServerOptions {
+        allow_origins: vec!["https://app.example.com".into()],
+        allowed_hosts: vec!["dfmv.internal".into()],
+        ..rest_only()
+    })
+    .await;
+    let catalog = server.dir.path().join("catalog");
+    let target = catalog.join("written-by-a-page.csv");
+    let copy = format!("COPY (SELECT 1 AS x) TO '{}'", target.display());
+    // A form or text/plain POST needs no preflight: refused for its type.
+    for content_type in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let response = server
+            .request(reqwest::Method::POST, "/v1/sql")
+            .header("content-type", content_type)
+            .body(json!({ "sql": copy }).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{content_type}"
+        );
+    }
+    // A foreign origin, whatever the body.
+    let (status, error) = server
+        .post_sql("SELECT 1", |r| r.header("origin", "https://evil.example"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
+    assert_eq!(error["code"], "forbidden_origin");
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-origin https://evil.example"),
+        "{error}"
+    );
+    let (status, _) = server
+        .post_sql("SELECT 1", |r| r.header("origin", "null"))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = server
+        .post_sql("SELECT 1", |r| {
+            r.header("origin", "https://app.example.com")
+        })
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    // DNS rebinding: a name that is not this server's.
+    let port = server.http.port();
+    let (status, error) = server
+        .post_sql("SELECT 1", |r| {
+            r.header("host", format!("rebind.evil.example:{port}"))
+        })
+        .await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{error}");
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        format!("dfmv.internal:{port}"),
+    ] {
+        let (status, error) = server
+            .post_sql("SELECT 1", |r| r.header("host", &host))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{host}: {error}");
+    }
+    // GET routes check the host and origin too.
+    let response = server
+        .request(
+            reqwest::Method::GET,
+            "/v1/namespace/default$public/materialized_view/list",
+        )
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert!(!target.exists(), "a refused request wrote a file");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_on_another_address_needs_a_token_or_no_auth() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || async {
+        MatviewSession::open(SessionContext::new(), dir.path().to_str().unwrap())
+            .await
+            .unwrap()
+    };
+    let exposed = ServerOptions {
+        http: "0.0.0.0:0".parse().unwrap(),
+        ..rest_only()
+    };
+    let Err(error) = Server::bind(open().await, exposed.clone()).await else {
+        panic!("bound 0.0.0.0 without a token");
+    };
+    assert!(error.to_string().contains("--no-auth"), "{error}");
+    Server::bind(
+        open().await,
+        ServerOptions {
+            token: Some("t".into()),
+            ..exposed.clone()
+        },
+    )
+    .await
+    .unwrap();
+    Server::bind(
+        open().await,
+        ServerOptions {
+            no_auth: true,
+            ..exposed
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_use_only_the_catalog_the_data_folders_and_remembered_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    for folder in ["src", "data", "private"] {
+        std::fs::create_dir_all(root.join(folder)).unwrap();
+    }
+    std::fs::write(root.join("src/jan.csv"), "region,amount\nnorth,10\n").unwrap();
+    std::fs::write(root.join("data/feb.csv"), "region,amount\nsouth,7\n").unwrap();
+    std::fs::write(root.join("private/secret.csv"), "k,v\npassword,hunter2\n").unwrap();
+    let server = TestServer::start_in(
+        Arc::new(dir),
+        ServerOptions {
+            data_dirs: vec![root.join("data")],
+            ..rest_only()
+        },
+    )
+    .await;
+    let secret = root.join("private/secret.csv");
+    let refused = |status: StatusCode, error: &Value, path: &std::path::Path| {
+        assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
+        assert_eq!(error["code"], "insufficient_privilege", "{error}");
+        let text = format!("{} {}", error["error"], error["detail"]);
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(text.contains("--data-dir"), "{text}");
+    };
+    // A table over a file outside: refused, and not remembered.
+    let (status, error) = server
+        .sql(&format!(
+            "CREATE EXTERNAL TABLE stolen STORED AS CSV LOCATION '{}'",
+            secret.display()
+        ))
+        .await;
+    refused(status, &error, &secret);
+    let (status, _) = server.sql("SELECT * FROM stolen").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // COPY out of the allowed folders writes nothing.
+    let written = root.join("private/out.csv");
+    let (status, error) = server
+        .sql(&format!("COPY (SELECT 1 AS x) TO '{}'", written.display()))
+        .await;
+    refused(status, &error, &written);
+    assert!(!written.exists());
+    // Into the catalog's folder: refused too (views are read-only).
+    let (status, error) = server
+        .sql(&format!(
+            "COPY (SELECT 1 AS x) TO '{}'",
+            root.join("catalog/x.csv").display()
+        ))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("inside the catalog's folder"),
+        "{error}"
+    );
+    // Under --data-dir: a table, a COPY, a view over both.
+    let (status, error) = server
+        .sql(&format!(
+            "CREATE EXTERNAL TABLE feb STORED AS CSV LOCATION '{}/'",
+            root.join("data").display()
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{error}");
+    let (status, error) = server
+        .sql(&format!(
+            "COPY (SELECT 'east' AS region, 1 AS amount) TO '{}'",
+            root.join("data/mar.csv").display()
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{error}");
+    // The table the catalog remembers (outside every folder given) reads.
+    let rows = server
+        .rows("SELECT region FROM orders UNION ALL SELECT region FROM feb ORDER BY region")
+        .await;
+    assert_eq!(
+        rows,
+        json!([{"region": "east"}, {"region": "north"}, {"region": "south"}])
+    );
+    server
+        .job(
+            "/v1/materialized_view/both/create",
+            json!({ "query": "SELECT region FROM orders UNION ALL SELECT region FROM feb" }),
+        )
+        .await;
+    assert_eq!(
+        server.rows("SELECT count(*) AS n FROM both").await,
+        json!([{"n": 3}])
+    );
+    // A path in FROM.
+    let (status, error) = server
+        .sql(&format!("SELECT * FROM '{}'", secret.display()))
+        .await;
+    refused(status, &error, &secret);
+    // A view's query is a client's statement too.
+    let (status, answer) = server
+        .post(
+            "/v1/materialized_view/leak/create",
+            json!({ "query": format!("SELECT * FROM '{}'", secret.display()) }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("permission denied"),
+        "{answer}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_client_has_its_own_settings_and_none_reach_the_server() {
+    let server = TestServer::start(with_flight()).await;
+    server
+        .job(
+            "/v1/materialized_view/totals/create",
+            json!({ "query": "SELECT region, sum(amount) AS total FROM orders GROUP BY region" }),
+        )
+        .await;
+    let mut a = flight_client(server.flight.unwrap()).await;
+    let mut b = flight_client(server.flight.unwrap()).await;
+    query(&mut a, "CREATE SCHEMA other").await;
+    query(&mut a, "SET datafusion.catalog.default_schema = 'other'").await;
+    // A's own statements resolve names in `other` now ...
+    let error = a
+        .execute("SELECT * FROM totals".into(), None)
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("totals"), "{error}");
+    // ... and no one else's do.
+    assert_eq!(
+        strings(
+            &query(&mut b, "SELECT count(*) AS n FROM totals").await,
+            "n"
+        ),
+        ["2"]
+    );
+    let (status, _) = server
+        .post("/v1/materialized_view/totals/describe", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        server.rows("SELECT count(*) AS n FROM totals").await,
+        json!([{"n": 2}])
+    );
+    // A SET through /v1/sql lasts for its request only.
+    server
+        .rows("SET datafusion.catalog.default_schema = 'other'")
+        .await;
+    assert_eq!(
+        server.rows("SELECT count(*) AS n FROM totals").await,
+        json!([{"n": 2}])
+    );
+    // Settings that reach beyond a client, or can hang or crash the
+    // server, are refused: over REST and Flight SQL alike.
+    for set in [
+        "SET datafusion.sql_parser.dialect = 'PostgreSQL'",
+        "SET datafusion.sql_parser.recursion_limit = 100000",
+        "SET datafusion.runtime.temp_directory = '/tmp/elsewhere'",
+        "SET datafusion.runtime.memory_limit = '1G'",
+        "SET datafusion.execution.target_partitions = 100000",
+        "RESET datafusion.runtime.memory_limit",
+    ] {
+        let (status, error) = server.sql(set).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{set}: {error}");
+        assert_eq!(error["code"], "insufficient_privilege", "{set}: {error}");
+        let error = b.execute(set.into(), None).await.unwrap_err();
+        assert!(
+            error.to_string().contains("permission denied"),
+            "{set}: {error}"
+        );
+    }
+    // Lowering a limit is the client's own business.
+    query(&mut b, "SET datafusion.execution.target_partitions = 1").await;
+    query(&mut b, "SET datafusion.sql_parser.recursion_limit = 10").await;
+    assert_eq!(
+        strings(
+            &query(&mut b, "SELECT count(*) AS n FROM totals").await,
+            "n"
+        ),
+        ["2"]
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_statement_reads_what_the_names_mean_now() {
+    let server = TestServer::start(with_flight()).await;
+    let mut a = flight_client(server.flight.unwrap()).await;
+    let mut b = flight_client(server.flight.unwrap()).await;
+    query(
+        &mut a,
+        "CREATE MATERIALIZED VIEW v AS SELECT region, sum(amount) AS total FROM orders GROUP BY region",
+    )
+    .await;
+    let mut same = a
+        .prepare("SELECT region, total FROM v ORDER BY region".into(), None)
+        .await
+        .unwrap();
+    let mut star = a.prepare("SELECT * FROM v".into(), None).await.unwrap();
+    let info = same.execute().await.unwrap();
+    assert_eq!(strings(&fetch(&mut a, info).await, "total"), ["12", "5"]);
+    // Another client redefines v: new columns, new rows.
+    std::fs::write(
+        server.dir.path().join("src/feb.csv"),
+        "region,amount\nwest,4\n",
+    )
+    .unwrap();
+    query(
+        &mut b,
+        "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT region, count(*) AS total, max(amount) AS most FROM orders GROUP BY region",
+    )
+    .await;
+    // Same columns: planned again, it reads the new definition.
+    let info = same.execute().await.unwrap();
+    assert_eq!(
+        strings(&fetch(&mut a, info).await, "total"),
+        ["2", "1", "1"]
+    );
+    // Other columns: a clear error, and nothing changes for anyone.
+    let error = star.execute().await.unwrap_err();
+    assert!(error.to_string().contains("prepare it again"), "{error}");
+    assert!(
+        matches!(&error, arrow_flight::error::FlightError::Tonic(s) if s.code() == tonic::Code::FailedPrecondition),
+        "{error:?}"
+    );
+    for client in [&mut a, &mut b] {
+        let rows = query(client, "SELECT region, total, most FROM v ORDER BY region").await;
+        assert_eq!(strings(&rows, "most"), ["10", "5", "4"]);
+    }
+    assert_eq!(
+        server.rows("SELECT most FROM v ORDER BY region").await,
+        json!([{"most": 10}, {"most": 5}, {"most": 4}])
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_are_enforced_and_recovered_from() {
+    let server = TestServer::start(ServerOptions {
+        statement_timeout: Duration::from_secs(2),
+        max_result_bytes: 64 << 10,
+        max_handles_per_client: 2,
+        max_handles: 3,
+        ..with_flight()
+    })
+    .await;
+    // Time: a statement that would run for minutes is stopped.
+    // (10^12 rows: hours without the limit. The limit is kept as closely
+    // as DataFusion's operators yield to the runtime: a scan yields after
+    // each few batches, a cross join's inner loop does not.)
+    let slow = "SELECT sum(value) AS n FROM generate_series(1, 1000000000000)";
+    let started = std::time::Instant::now();
+    let (status, error) = server.sql(slow).await;
+    assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{error}");
+    assert_eq!(error["code"], "query_canceled");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    let mut a = flight_client(server.flight.unwrap()).await;
+    let info = a.execute(slow.into(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let error = match a.do_get(ticket).await {
+        Err(e) => e.to_string(),
+        Ok(stream) => stream
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap_err()
+            .to_string(),
+    };
+    assert!(error.contains("statement timeout"), "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    // Size: a large answer over REST is refused; Flight SQL streams it.
+    let big = "SELECT value FROM generate_series(1, 100000)";
+    let (status, error) = server.sql(big).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{error}");
+    assert!(
+        error["detail"].as_str().unwrap().contains("Flight SQL"),
+        "{error}"
+    );
+    let rows: usize = query(&mut a, big).await.iter().map(|b| b.num_rows()).sum();
+    assert_eq!(rows, 100_000);
+    // Handles: two open tickets per connection, three in all.
+    let first = a.execute("SELECT 1".into(), None).await.unwrap();
+    a.execute("SELECT 2".into(), None).await.unwrap();
+    let error = a.execute("SELECT 3".into(), None).await.unwrap_err();
+    assert!(
+        error.to_string().contains("this connection holds 2"),
+        "{error}"
+    );
+    let mut b = flight_client(server.flight.unwrap()).await;
+    b.execute("SELECT 4".into(), None).await.unwrap();
+    let error = b.execute("SELECT 5".into(), None).await.unwrap_err();
+    assert!(error.to_string().contains("the server holds 3"), "{error}");
+    // Fetching a ticket frees it.
+    assert_eq!(fetch(&mut a, first).await[0].num_rows(), 1);
+    let info = b.execute("SELECT 6".into(), None).await.unwrap();
+    assert_eq!(fetch(&mut b, info).await[0].num_rows(), 1);
+    assert_eq!(server.rows("SELECT 7 AS n").await, json!([{"n": 7}]));
     server.stop().await;
 }

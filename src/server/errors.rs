@@ -108,6 +108,9 @@ fn classify(e: &Error) -> (StatusCode, &'static str, bool) {
         Error::SourceVersionUnavailable { .. } => {
             (S::BAD_REQUEST, "invalid_parameter_value", false)
         }
+        Error::StatementTimeout { .. } => (S::REQUEST_TIMEOUT, "query_canceled", true),
+        Error::ResultTooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "program_limit_exceeded", false),
+        Error::PermissionDenied { .. } => (S::FORBIDDEN, "insufficient_privilege", false),
         Error::ReadOnly { .. } | Error::ReadOnlyCatalog { .. } => {
             (S::FORBIDDEN, "read_only_sql_transaction", false)
         }

@@ -12,6 +12,15 @@
 //! that changes something runs then, once. A ticket is good for one fetch
 //! within [`TICKET_LIFETIME`].
 //!
+//! Each client connection has its own session over the server's catalog
+//! ([`MatviewSession::fork`]): a `SET` changes only that connection's
+//! settings. A prepared statement keeps its SQL, not its plan: every
+//! execution plans it again against the definitions current in the catalog,
+//! and answers `FAILED_PRECONDITION` ("prepare it again") when the columns
+//! it announced have changed. Open tickets and prepared statements are
+//! capped per connection and in total
+//! ([`ServerOptions::max_handles_per_client`](super::ServerOptions)).
+//!
 //! The bearer token applies to every call: `Authorization: Bearer <token>`,
 //! or a handshake with HTTP Basic whose password is the token (answered
 //! with the bearer header, as Flight SQL clients expect).
@@ -46,7 +55,6 @@ use datafusion::arrow::ipc::writer::IpcWriteOptions;
 use datafusion::common::{ParamValues, ScalarValue};
 use datafusion::dataframe::DataFrame;
 use datafusion::datasource::TableType;
-use datafusion::logical_expr::LogicalPlan;
 use futures::{Stream, StreamExt, TryStreamExt};
 use prost::Message;
 use tokio::net::TcpListener;
@@ -56,6 +64,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use super::{ApiError, Shared};
 use crate::error::{Error, Result};
+use crate::session::MatviewSession;
 use crate::sql::Statement;
 
 /// One log line per gRPC call (as the REST API logs its requests): the
@@ -140,20 +149,42 @@ pub(crate) async fn serve(
         })
 }
 
-/// A prepared statement: a planned query with its parameters, or another
-/// statement kept as text and run when executed.
+/// A prepared statement: its SQL, planned again at every execution, the
+/// columns it announced (for a query) and its parameters.
 struct Prepared {
+    owner: String,
     sql: String,
-    plan: Option<LogicalPlan>,
+    /// For a query: the columns its first planning answered.
+    dataset: Option<SchemaRef>,
     params: Option<ParamValues>,
     created: Instant,
 }
 
+/// A planned statement waiting for its fetch.
+struct Planned {
+    owner: String,
+    df: DataFrame,
+    created: Instant,
+}
+
+/// One client connection's session.
+struct Client {
+    session: MatviewSession,
+    last_used: Instant,
+}
+
+/// How long a connection's session outlives its last call.
+const CLIENT_IDLE: Duration = Duration::from_secs(3600);
+
+/// How long a prepared statement a client did not close is kept.
+const PREPARED_LIFETIME: Duration = Duration::from_secs(86_400);
+
 /// The Flight SQL service.
 pub struct FlightSql {
     shared: Shared,
-    /// Planned statements waiting for their fetch.
-    tickets: Mutex<HashMap<String, (DataFrame, Instant)>>,
+    /// Sessions by client connection (its peer address).
+    clients: Mutex<HashMap<String, Client>>,
+    tickets: Mutex<HashMap<String, Planned>>,
     prepared: Mutex<HashMap<String, Prepared>>,
 }
 
@@ -191,6 +222,8 @@ fn status(e: impl Into<ApiError>) -> Status {
         (StatusCode::UNAUTHORIZED, _) => Status::unauthenticated(message),
         (StatusCode::FORBIDDEN, _) => Status::permission_denied(message),
         (StatusCode::SERVICE_UNAVAILABLE, _) => Status::unavailable(message),
+        (StatusCode::PAYLOAD_TOO_LARGE, _) => Status::resource_exhausted(message),
+        (StatusCode::REQUEST_TIMEOUT, _) => Status::deadline_exceeded(message),
         _ => Status::internal(message),
     }
 }
@@ -237,9 +270,74 @@ impl FlightSql {
     fn new(shared: Shared) -> Self {
         Self {
             shared,
+            clients: Mutex::default(),
             tickets: Mutex::default(),
             prepared: Mutex::default(),
         }
+    }
+
+    /// The connection a request came on: its peer address.
+    fn client_of<T>(request: &Request<T>) -> String {
+        request
+            .remote_addr()
+            .map_or_else(|| "unknown".to_owned(), |a| a.to_string())
+    }
+
+    /// The session of the connection `client`, made on its first call.
+    fn session(&self, client: &str) -> MatviewSession {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(known) = clients.get_mut(client) {
+            known.last_used = Instant::now();
+            return known.session.clone();
+        }
+        clients.retain(|_, c| c.last_used.elapsed() < CLIENT_IDLE);
+        // Past the cap, the connection idle the longest loses its session
+        // (its settings; its handles stay until they expire).
+        if clients.len() >= self.shared.options.max_handles
+            && let Some(oldest) = clients
+                .iter()
+                .min_by_key(|(_, c)| c.last_used)
+                .map(|(k, _)| k.clone())
+        {
+            clients.remove(&oldest);
+        }
+        let session = self.shared.client();
+        clients.insert(
+            client.to_owned(),
+            Client {
+                session: session.clone(),
+                last_used: Instant::now(),
+            },
+        );
+        session
+    }
+
+    /// Refuses one more handle (`kind`: "tickets", "prepared statements")
+    /// for `owner` when it, or everyone, holds the most allowed.
+    fn check_cap<'a>(
+        &self,
+        kind: &str,
+        owners: impl Iterator<Item = &'a String>,
+        owner: &str,
+    ) -> std::result::Result<(), Status> {
+        let (mut mine, mut all) = (0usize, 0usize);
+        for o in owners {
+            all += 1;
+            mine += usize::from(o == owner);
+        }
+        let options = &self.shared.options;
+        if mine >= options.max_handles_per_client {
+            return Err(Status::resource_exhausted(format!(
+                "this connection holds {mine} open {kind}, the most the server allows; \
+                 fetch or close some first"
+            )));
+        }
+        if all >= options.max_handles {
+            return Err(Status::resource_exhausted(format!(
+                "the server holds {all} open {kind}, the most it allows; try again later"
+            )));
+        }
+        Ok(())
     }
 
     fn check(&self, metadata: &MetadataMap) -> std::result::Result<(), Status> {
@@ -265,13 +363,30 @@ impl FlightSql {
         Ok(Response::new(info(schema, ticket, request.into_inner())?))
     }
 
-    /// Keeps `df` for one fetch; answers its ticket.
-    fn keep(&self, df: DataFrame) -> Ticket {
+    /// Keeps `df` for one fetch by `owner`'s connection; answers its ticket.
+    fn keep(&self, owner: &str, df: DataFrame) -> std::result::Result<Ticket, Status> {
         let handle = uuid::Uuid::new_v4().to_string();
         let mut tickets = self.tickets.lock().unwrap_or_else(|e| e.into_inner());
-        tickets.retain(|_, (_, at)| at.elapsed() < TICKET_LIFETIME);
-        tickets.insert(handle.clone(), (df, Instant::now()));
-        ticket_for(handle)
+        tickets.retain(|_, t| t.created.elapsed() < TICKET_LIFETIME);
+        self.check_cap("tickets", tickets.values().map(|t| &t.owner), owner)?;
+        tickets.insert(
+            handle.clone(),
+            Planned {
+                owner: owner.to_owned(),
+                df,
+                created: Instant::now(),
+            },
+        );
+        Ok(ticket_for(handle))
+    }
+
+    /// Plans `sql` in `client`'s session, within the statement time limit.
+    async fn plan(&self, client: &str, sql: &str) -> std::result::Result<DataFrame, Status> {
+        let session = self.session(client);
+        self.shared
+            .within_time_limit(self.shared.statement(&session, sql))
+            .await
+            .map_err(status)
     }
 
     /// Whether `sql` is one plain query (SELECT, VALUES, WITH ...), which
@@ -309,6 +424,16 @@ fn affected_rows(batches: &[RecordBatch]) -> i64 {
         }
     }
     total
+}
+
+/// `name type` of each column of `schema`, for a message.
+fn columns(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Parameter values from the first row of `batch`, `$1` the first column.
@@ -386,9 +511,10 @@ impl FlightSqlService for FlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         self.check(request.metadata())?;
-        let df = self.shared.statement(&query.query).await.map_err(status)?;
+        let client = Self::client_of(&request);
+        let df = self.plan(&client, &query.query).await?;
         let schema = df.schema().as_arrow().clone();
-        let ticket = self.keep(df);
+        let ticket = self.keep(&client, df)?;
         Ok(Response::new(info(&schema, ticket, request.into_inner())?))
     }
 
@@ -404,16 +530,37 @@ impl FlightSqlService for FlightSql {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&handle)
-            .map(|(df, _)| df)
+            .map(|t| t.df)
             .ok_or_else(|| {
                 Status::not_found("unknown or already fetched ticket: run the statement again")
             })?;
         let schema = Arc::new(df.schema().as_arrow().clone());
+        let limit = self.shared.options.statement_timeout;
+        let deadline = tokio::time::Instant::now() + limit;
         let stream = df
             .execute_stream()
             .await
-            .map_err(|e| status(Error::from(e)))?
-            .map_err(|e| FlightError::ExternalError(Box::new(e)));
+            .map_err(|e| status(Error::from(e)))?;
+        // The rows, until the statement's time is up: then an error, not a
+        // silently short answer.
+        let stream = futures::stream::unfold(Some(stream), move |stream| async move {
+            let mut stream = stream?;
+            match tokio::time::timeout_at(deadline, stream.next()).await {
+                Ok(Some(Ok(batch))) => Some((Ok(batch), Some(stream))),
+                Ok(Some(Err(e))) => {
+                    let e = Error::from(e);
+                    let e = super::access::Refusal::find(&e).unwrap_or(e);
+                    Some((Err(FlightError::Tonic(Box::new(status(e)))), None))
+                }
+                Ok(None) => None,
+                Err(_) => Some((
+                    Err(FlightError::Tonic(Box::new(status(
+                        Error::StatementTimeout { limit },
+                    )))),
+                    None,
+                )),
+            }
+        });
         let stream = FlightDataEncoderBuilder::new()
             .with_schema(schema)
             .build(stream)
@@ -427,7 +574,12 @@ impl FlightSqlService for FlightSql {
         request: Request<PeekableFlightDataStream>,
     ) -> std::result::Result<i64, Status> {
         self.check(request.metadata())?;
-        let (_, batches) = self.shared.run_sql(&command.query).await.map_err(status)?;
+        let session = self.session(&Self::client_of(&request));
+        let (_, batches) = self
+            .shared
+            .run_sql(&session, &command.query)
+            .await
+            .map_err(status)?;
         Ok(affected_rows(&batches))
     }
 
@@ -437,13 +589,11 @@ impl FlightSqlService for FlightSql {
         request: Request<arrow_flight::Action>,
     ) -> std::result::Result<ActionCreatePreparedStatementResult, Status> {
         self.check(request.metadata())?;
-        let (plan, dataset, parameters) = if self.is_query(&query.query) {
-            let state = self.shared.session.context().state();
-            let plan = state
-                .create_logical_plan(&query.query)
-                .await
-                .map_err(|e| status(Error::from(e)))?;
-            let mut types: Vec<(String, Option<DataType>)> = plan
+        let client = Self::client_of(&request);
+        let (dataset, parameters) = if self.is_query(&query.query) {
+            let df = self.plan(&client, &query.query).await?;
+            let mut types: Vec<(String, Option<DataType>)> = df
+                .logical_plan()
                 .get_parameter_types()
                 .map_err(|e| status(Error::from(e)))?
                 .into_iter()
@@ -460,10 +610,9 @@ impl FlightSqlService for FlightSql {
                     .map(|(name, t)| Field::new(name, t.unwrap_or(DataType::Null), true))
                     .collect::<Vec<_>>(),
             );
-            let dataset = plan.schema().as_arrow().clone();
-            (Some(plan), dataset, parameters)
+            (Some(Arc::new(df.schema().as_arrow().clone())), parameters)
         } else {
-            (None, Schema::empty(), Schema::empty())
+            (None, Schema::empty())
         };
         let encode = |schema: &Schema| -> std::result::Result<_, Status> {
             let IpcMessage(bytes) = SchemaAsIpc::new(schema, &IpcWriteOptions::default())
@@ -474,17 +623,23 @@ impl FlightSqlService for FlightSql {
         let handle = uuid::Uuid::new_v4().to_string();
         let result = ActionCreatePreparedStatementResult {
             prepared_statement_handle: handle.clone().into_bytes().into(),
-            dataset_schema: encode(&dataset)?,
+            dataset_schema: encode(dataset.as_deref().unwrap_or(&Schema::empty()))?,
             parameter_schema: encode(&parameters)?,
         };
         let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
         // Statements a client forgot to close go after a day.
-        prepared.retain(|_, p| p.created.elapsed() < Duration::from_secs(86_400));
+        prepared.retain(|_, p| p.created.elapsed() < PREPARED_LIFETIME);
+        self.check_cap(
+            "prepared statements",
+            prepared.values().map(|p| &p.owner),
+            &client,
+        )?;
         prepared.insert(
             handle,
             Prepared {
+                owner: client,
                 sql: query.query,
-                plan,
+                dataset,
                 params: None,
                 created: Instant::now(),
             },
@@ -525,32 +680,53 @@ impl FlightSqlService for FlightSql {
         request: Request<FlightDescriptor>,
     ) -> std::result::Result<Response<FlightInfo>, Status> {
         self.check(request.metadata())?;
+        let client = Self::client_of(&request);
         let handle = String::from_utf8_lossy(&query.prepared_statement_handle).into_owned();
-        let (sql, plan, params) = {
+        let (sql, dataset, params) = {
             let prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
             let statement = prepared
                 .get(&handle)
                 .ok_or_else(|| Status::not_found("unknown prepared statement"))?;
             (
                 statement.sql.clone(),
-                statement.plan.clone(),
+                statement.dataset.clone(),
                 statement.params.clone(),
             )
         };
-        let df = match plan {
-            Some(plan) => {
-                let mut df = DataFrame::new(self.shared.session.context().state(), plan);
-                if let Some(params) = params {
-                    df = df
-                        .with_param_values(params)
-                        .map_err(|e| status(Error::from(e)))?;
-                }
-                df
+        // Planned now, against what the names mean now: a plan kept from
+        // the prepare would read relations as they were then.
+        let mut df = self.plan(&client, &sql).await?;
+        if let Some(announced) = dataset {
+            let now = df.schema().as_arrow();
+            // The same names and types; a column announced nullable may
+            // now have no nulls, not the other way round.
+            let same = announced.fields().len() == now.fields().len()
+                && announced
+                    .fields()
+                    .iter()
+                    .zip(now.fields())
+                    .all(|(was, is)| {
+                        was.name() == is.name()
+                            && was.data_type() == is.data_type()
+                            && (was.is_nullable() || !is.is_nullable())
+                    });
+            if !same {
+                return Err(Status::failed_precondition(format!(
+                    "the relations this prepared statement reads have changed since it was \
+                     prepared: it announced columns ({}), it would now answer ({}); prepare it \
+                     again",
+                    columns(&announced),
+                    columns(now)
+                )));
             }
-            None => self.shared.statement(&sql).await.map_err(status)?,
-        };
+            if let Some(params) = params {
+                df = df
+                    .with_param_values(params)
+                    .map_err(|e| status(Error::from(e)))?;
+            }
+        }
         let schema = df.schema().as_arrow().clone();
-        let ticket = self.keep(df);
+        let ticket = self.keep(&client, df)?;
         Ok(Response::new(info(&schema, ticket, request.into_inner())?))
     }
 

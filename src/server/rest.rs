@@ -66,6 +66,7 @@ pub(crate) fn router(shared: Shared) -> Router {
         )
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(shared.clone(), same_site))
         .with_state(shared);
     if log {
         app.layer(middleware::from_fn(log_request))
@@ -89,6 +90,98 @@ async fn authorize(State(shared): State<Shared>, request: Request, next: Next) -
         )
         .into_response()
     }
+}
+
+/// Refuses what a web page could send: a request naming a foreign
+/// `Origin` (unless [`ServerOptions::allow_origins`](super::ServerOptions)
+/// lists it), a `Host` that is not this server's (DNS rebinding), and a
+/// POST body that is not JSON (a form or `text/plain` needs no CORS
+/// preflight).
+async fn same_site(State(shared): State<Shared>, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let text =
+        |name: header::HeaderName| headers.get(name).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    if let Some(origin) = text(header::ORIGIN)
+        && !shared
+            .options
+            .allow_origins
+            .iter()
+            .any(|o| o.eq_ignore_ascii_case(origin))
+    {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_origin",
+            format!(
+                "requests from web pages at {origin} are not allowed; start the server with \
+                 --allow-origin {origin} to allow them"
+            ),
+        )
+        .into_response();
+    }
+    if let Some(host) = text(header::HOST)
+        && !host_allowed(host, &shared)
+    {
+        return ApiError::new(
+            StatusCode::MISDIRECTED_REQUEST,
+            "misdirected_request",
+            format!(
+                "this server does not answer for host \"{host}\"; start it with \
+                 --allowed-host {} to answer for that name",
+                host.rsplit_once(':').map_or(host, |(name, _)| name)
+            ),
+        )
+        .into_response();
+    }
+    if request.method() == axum::http::Method::POST {
+        let json = text(header::CONTENT_TYPE).is_some_and(|t| {
+            let essence = t.split(';').next().unwrap_or_default().trim();
+            essence.eq_ignore_ascii_case("application/json")
+        });
+        let empty = headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|l| l.as_bytes() == b"0");
+        let bodiless = empty && text(header::CONTENT_TYPE).is_none();
+        if !(json || bodiless) {
+            return ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "request bodies must be JSON: send \"Content-Type: application/json\"",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Whether `host` (a `Host` header) names this server: an IP address
+/// (DNS rebinding needs a name), a loopback name, or one of
+/// [`ServerOptions::allowed_hosts`](super::ServerOptions).
+fn host_allowed(host: &str, shared: &Shared) -> bool {
+    let name = match host.strip_prefix('[') {
+        // [::1]:2333
+        Some(rest) => {
+            return rest
+                .split(']')
+                .next()
+                .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok());
+        }
+        None => host.rsplit_once(':').map_or(host, |(name, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                name
+            } else {
+                host
+            }
+        }),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name.parse::<std::net::Ipv4Addr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
+        || shared
+            .options
+            .allowed_hosts
+            .iter()
+            .any(|allowed| allowed.trim_end_matches('.').eq_ignore_ascii_case(&name))
 }
 
 async fn log_request(request: Request, next: Next) -> Response {
@@ -217,6 +310,9 @@ async fn create(
     );
     let (dialect, recursion_limit) = crate::sql::parser_settings(shared.session.context());
     let mut statements = crate::sql::parse_sql(&text, &dialect, recursion_limit)?;
+    if let Some(Statement::Create(create)) = statements.first() {
+        shared.check_paths(&shared.session, create.query.as_ref())?;
+    }
     let create = match (statements.pop(), statements.is_empty()) {
         (Some(Statement::Create(create)), true) => create,
         _ => {
@@ -639,7 +735,8 @@ async fn sql(
     bytes: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let SqlBody { sql } = body(bytes, None)?;
-    let (schema, batches) = shared.run_sql(&sql).await?;
+    let session = shared.client();
+    let (schema, batches) = shared.run_sql(&session, &sql).await?;
     let wants_json = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

@@ -175,6 +175,12 @@ impl MatviewSession {
             DFStatement::CreateExternalTable(table) => {
                 self.check_name_free(&table.name, table.if_not_exists, table.or_replace, "table")
                     .await?;
+                for location in &table.locations {
+                    self.check_outside_catalog(location, "to create a table over")?;
+                }
+            }
+            DFStatement::CopyTo(copy) => {
+                self.check_outside_catalog(&copy.target, "to write into")?;
             }
             _ => {}
         }
@@ -241,6 +247,27 @@ impl MatviewSession {
             return Err(self.refused(command, e));
         }
         Ok(df)
+    }
+
+    /// The catalog's folder holds only what the catalog writes: a `COPY`
+    /// into it, or a table over it (which `INSERT` could write through),
+    /// would change views behind the catalog's back.
+    fn check_outside_catalog(&self, location: &str, doing: &str) -> Result<()> {
+        let Ok(url) = datafusion::datasource::listing::ListingTableUrl::parse(location) else {
+            return Ok(());
+        };
+        let root = self.catalog.path("");
+        if url.object_store().as_str() == self.catalog.store_url().as_str()
+            && url.prefix().prefix_matches(&root)
+        {
+            return Err(Error::PermissionDenied {
+                what: format!("{doing} \"{location}\": it is inside the catalog's folder"),
+                hint: "The catalog's files belong to its materialized views: change a view with \
+                       REFRESH MATERIALIZED VIEW, and keep other files elsewhere."
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// `CREATE [OR REPLACE] TABLE/VIEW` must not replace a materialized view.

@@ -36,7 +36,8 @@ def server(tmp_path):
     env = dict(os.environ, HOME=str(tmp_path), DFMV_TOKEN=TOKEN)
     proc = subprocess.Popen(
         [dfmv_bin(), "--catalog", str(tmp_path / "catalog"), "serve",
-         "--http", "127.0.0.1:0", "--flight-sql", "127.0.0.1:0"],
+         "--http", "127.0.0.1:0", "--flight-sql", "127.0.0.1:0",
+         "--data-dir", str(tmp_path / "src")],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     uri = None
@@ -120,3 +121,64 @@ def test_wrong_token_is_refused(server):
     with pytest.raises(adbc_driver_manager.Error, match="(?i)unauthenticated|token"):
         with connect(uri, token="wrong") as conn, conn.cursor() as cur:
             rows(cur, "SELECT 1")
+
+
+def test_a_prepared_statement_reads_what_the_names_mean_now(server):
+    """A statement prepared before another client redefines the view it
+    reads: executed again, it reads the new definition, or says to prepare
+    it again when its columns changed; it never brings the old definition
+    back for anyone."""
+    uri, folder = server
+    with connect(uri) as a, a.cursor() as cur_a, connect(uri) as b, b.cursor() as cur_b:
+        rows(cur_a, f"CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION '{folder / 'src'}/'")
+        rows(cur_a, "CREATE MATERIALIZED VIEW v AS "
+                    "SELECT region, sum(amount) AS total FROM orders GROUP BY region")
+        # The driver prepares a parameterised statement once and keeps it.
+        query = "SELECT region, total FROM v WHERE region <> $1 ORDER BY region"
+        cur_a.adbc_prepare(query)
+        cur_a.execute(query, parameters=("none",))
+        assert cur_a.fetch_arrow_table().to_pylist() == [
+            {"region": "north", "total": 12}, {"region": "south", "total": 5}]
+        star = a.cursor()
+        star.adbc_prepare("SELECT * FROM v")
+
+        rows(cur_b, "CREATE OR REPLACE MATERIALIZED VIEW v AS "
+                    "SELECT region, count(*) AS total, max(amount) AS most FROM orders GROUP BY region")
+        # Same columns: the new definition's rows.
+        cur_a.execute(query, parameters=("none",))
+        assert cur_a.fetch_arrow_table().to_pylist() == [
+            {"region": "north", "total": 2}, {"region": "south", "total": 1}]
+        # Other columns: a clear error.
+        with pytest.raises(adbc_driver_manager.Error, match="prepare it again"):
+            star.execute("SELECT * FROM v")
+            star.fetch_arrow_table()
+        star.close()
+        # Everyone sees the new definition.
+        for cur in (cur_a, cur_b):
+            assert rows(cur, "SELECT * FROM v ORDER BY region") == [
+                {"region": "north", "total": 2, "most": 10},
+                {"region": "south", "total": 1, "most": 5}]
+
+
+def test_each_connection_has_its_own_settings(server):
+    uri, folder = server
+    with connect(uri) as a, a.cursor() as cur_a, connect(uri) as b, b.cursor() as cur_b:
+        rows(cur_a, f"CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION '{folder / 'src'}/'")
+        rows(cur_a, "CREATE SCHEMA other")
+        rows(cur_a, "SET datafusion.catalog.default_schema = 'other'")
+        with pytest.raises(adbc_driver_manager.Error, match="orders"):
+            rows(cur_a, "SELECT count(*) AS n FROM orders")
+        assert rows(cur_b, "SELECT count(*) AS n FROM orders") == [{"n": 3}]
+        with pytest.raises(adbc_driver_manager.Error, match="permission denied"):
+            rows(cur_b, "SET datafusion.sql_parser.dialect = 'PostgreSQL'")
+
+
+def test_files_outside_the_allowed_folders_are_refused(server):
+    uri, folder = server
+    (folder / "private.csv").write_text("k,v\npassword,hunter2\n")
+    with connect(uri) as conn, conn.cursor() as cur:
+        with pytest.raises(adbc_driver_manager.Error, match="permission denied"):
+            rows(cur, f"SELECT * FROM '{folder / 'private.csv'}'")
+        with pytest.raises(adbc_driver_manager.Error, match="permission denied"):
+            rows(cur, f"COPY (SELECT 1) TO '{folder / 'out.csv'}'")
+        assert not (folder / "out.csv").exists()

@@ -191,7 +191,7 @@ enum Sub {
     Migrate,
     /// Serve the catalog: the materialized-view REST API (with jobs) and
     /// Arrow Flight SQL, until SIGTERM or Ctrl-C.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
 }
 
 impl Args {
@@ -309,6 +309,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
 
     let options = MatviewOptions {
         remember_relations: true,
+        list_files_per_statement: true,
         ..Default::default()
     };
     if let Some(Sub::Migrate) = args.subcommand {

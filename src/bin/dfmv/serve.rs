@@ -39,6 +39,37 @@ pub struct ServeArgs {
     /// Largest request body, in bytes (larger: 413).
     #[arg(long, default_value_t = 1 << 20)]
     max_body: usize,
+    /// Serve an address other than loopback without a token.
+    #[arg(long)]
+    no_auth: bool,
+    /// A web origin (https://app.example.com) whose pages may call the REST
+    /// API (repeatable); requests from any other origin are refused.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origins: Vec<String>,
+    /// A host name clients may use to reach the server, besides loopback
+    /// names and IP addresses (repeatable).
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+    /// A local folder whose files clients may read and write, besides the
+    /// catalog's (repeatable).
+    #[arg(long = "data-dir", value_name = "FOLDER")]
+    data_dirs: Vec<std::path::PathBuf>,
+    /// Another store (and path) clients may use: s3://bucket[/prefix],
+    /// https://host (repeatable).
+    #[arg(long = "allow-store", value_name = "URL")]
+    allow_stores: Vec<String>,
+    /// Seconds a client's statement may run.
+    #[arg(long, default_value_t = 300)]
+    statement_timeout: u64,
+    /// Largest /v1/sql result, in bytes of Arrow data (larger: 413).
+    #[arg(long, default_value_t = 256 << 20)]
+    max_result_bytes: usize,
+    /// Open Flight SQL tickets and prepared statements per connection (each).
+    #[arg(long, default_value_t = 64)]
+    max_handles_per_client: usize,
+    /// Open Flight SQL tickets and prepared statements in all (each).
+    #[arg(long, default_value_t = 1024)]
+    max_handles: usize,
 }
 
 /// Registers the object stores a statement names, as the prompt does.
@@ -80,6 +111,15 @@ pub async fn serve(session: MatviewSession, args: &ServeArgs, quiet: bool) -> Re
         max_running_jobs: args.max_running_jobs,
         keep_finished_jobs: Duration::from_secs(args.keep_jobs),
         log_requests: !quiet,
+        no_auth: args.no_auth,
+        allow_origins: args.allow_origins.clone(),
+        allowed_hosts: args.allowed_hosts.clone(),
+        data_dirs: args.data_dirs.clone(),
+        allow_stores: args.allow_stores.clone(),
+        statement_timeout: Duration::from_secs(args.statement_timeout),
+        max_result_bytes: args.max_result_bytes,
+        max_handles_per_client: args.max_handles_per_client,
+        max_handles: args.max_handles,
     };
     let location = session.catalog().location().to_string();
     let server = Server::bind_with(session, options, Some(Arc::new(Stores))).await?;
@@ -88,6 +128,11 @@ pub async fn serve(session: MatviewSession, args: &ServeArgs, quiet: bool) -> Re
     if let Some(addr) = server.flight_sql_addr() {
         println!("Flight SQL on grpc://{addr}");
     }
+    println!(
+        "Clients may use files under {} and the tables the catalog remembers \
+         (more with --data-dir, --allow-store)",
+        server.allowed_places().join(", ")
+    );
     server.run(shutdown_signal()).await?;
     if !quiet {
         eprintln!("dfmv serve: stopped");
