@@ -472,8 +472,9 @@ mod tests {
         (Arc::new(access), catalog)
     }
 
+    /// The object path of a local path, which need not exist.
     fn local(path: &std::path::Path) -> Path {
-        Path::from_filesystem_path(path).unwrap()
+        Path::from_url_path(Url::from_file_path(path).unwrap().path()).unwrap()
     }
 
     #[tokio::test]
