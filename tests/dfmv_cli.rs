@@ -1943,3 +1943,51 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
     let run = dir.dfmv(&["-q", "-c", "SELECT total FROM totals WHERE region = 'east'"]);
     assert!(run.stdout.contains("| 7     |"), "{run:?}");
 }
+
+/// Issue 37: DataFusion keeps a table's listing for the life of a session;
+/// dfmv lists afresh for each statement, so a file that lands between two
+/// statements of one process is seen, unless the user sets a listing cache
+/// TTL (then the cache works as DataFusion's does).
+#[test]
+fn a_statement_sees_the_files_that_are_there_now() {
+    let dir = Dir::new();
+    dir.write("f/a.csv", "k\n1\n2\n");
+    let counts = |extra: &[&str]| {
+        let mut args = vec!["-q", "--format", "csv"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&[
+            "-c",
+            "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION 'f/'",
+            "-c",
+            "SELECT count(*) AS n FROM t",
+            // A new file in the folder, written by this process.
+            "-c",
+            "COPY (SELECT 3 AS k) TO 'f/b.csv' STORED AS CSV",
+            "-c",
+            "SELECT count(*) AS n FROM t",
+            "-c",
+            "SELECT count(*) AS n FROM 'f/'",
+            "-c",
+            "DROP TABLE t",
+        ]);
+        dir.ok(&args)
+    };
+    let out = counts(&[]);
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.bytes().all(|b| b.is_ascii_digit()))
+            .collect::<Vec<_>>(),
+        ["2", "1", "3", "3"],
+        "{out}"
+    );
+    std::fs::remove_file(dir.join("f/b.csv")).unwrap();
+    // Opting in to DataFusion's cache keeps the first listing.
+    let out = counts(&["-c", "SET datafusion.runtime.list_files_cache_ttl = '60m'"]);
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.bytes().all(|b| b.is_ascii_digit()))
+            .collect::<Vec<_>>(),
+        ["2", "1", "2", "3"],
+        "{out}"
+    );
+}

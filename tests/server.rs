@@ -1846,3 +1846,33 @@ async fn limits_are_enforced_and_recovered_from() {
     assert_eq!(server.rows("SELECT 7 AS n").await, json!([{"n": 7}]));
     server.stop().await;
 }
+
+/// Issue 37: a long-running server answers from the files that are there
+/// now, over REST and Flight SQL, and a view agrees with its table after a
+/// refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_see_files_that_landed_since_the_last_one() {
+    let server = TestServer::start(with_flight()).await;
+    let mut client = flight_client(server.flight.unwrap()).await;
+    let count = "SELECT count(*) AS n FROM orders";
+    assert_eq!(server.rows(count).await, json!([{"n": 3}]));
+    assert_eq!(strings(&query(&mut client, count).await, "n"), ["3"]);
+    server
+        .job(
+            "/v1/materialized_view/n/create",
+            json!({ "query": "SELECT count(*) AS n FROM orders" }),
+        )
+        .await;
+    std::fs::write(
+        server.dir.path().join("src/feb.csv"),
+        "region,amount\neast,1\nwest,2\n",
+    )
+    .unwrap();
+    assert_eq!(server.rows(count).await, json!([{"n": 5}]));
+    assert_eq!(strings(&query(&mut client, count).await, "n"), ["5"]);
+    server
+        .job("/v1/materialized_view/n/refresh", json!({}))
+        .await;
+    assert_eq!(server.rows("SELECT n FROM n").await, json!([{"n": 5}]));
+    server.stop().await;
+}
