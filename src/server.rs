@@ -137,6 +137,65 @@ pub(crate) struct Shared {
     pub(crate) jobs: Arc<Jobs>,
     pub(crate) options: Arc<ServerOptions>,
     pub(crate) prepare: Option<Arc<dyn Prepare>>,
+    /// Where jobs and clients' statements run: a runtime of its own, so
+    /// work that keeps its threads busy (DataFusion's operators yield only
+    /// now and then) cannot stall answering requests, timers and cancels.
+    pub(crate) work: Arc<WorkRuntime>,
+}
+
+/// The runtime jobs and statements run on; shut down without waiting
+/// when the server is dropped.
+pub(crate) struct WorkRuntime(Option<tokio::runtime::Runtime>);
+
+impl WorkRuntime {
+    fn new() -> Result<Self> {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("dfmv-work")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Serve {
+                what: "start the runtime for statements and jobs".into(),
+                reason: e.to_string(),
+            })?;
+        Ok(Self(Some(runtime)))
+    }
+
+    pub(crate) fn handle(&self) -> &tokio::runtime::Handle {
+        self.0
+            .as_ref()
+            .expect("the runtime lives until dropped")
+            .handle()
+    }
+
+    /// Runs `work` on this runtime and waits for it; dropping the wait (a
+    /// time limit, a client gone) stops it.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        work: impl Future<Output = Result<T>> + Send + 'static,
+    ) -> Result<T> {
+        struct AbortOnDrop(tokio::task::AbortHandle);
+        impl Drop for AbortOnDrop {
+            fn drop(&mut self) {
+                self.0.abort();
+            }
+        }
+        let task = self.handle().spawn(work);
+        let _abort = AbortOnDrop(task.abort_handle());
+        task.await.map_err(|e| Error::Serve {
+            what: "run the statement".into(),
+            reason: e.to_string(),
+        })?
+    }
+}
+
+impl Drop for WorkRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// Longest the parsing of one request's SQL may take.
@@ -345,8 +404,9 @@ impl Shared {
     )> {
         use futures::StreamExt;
         let limit = self.options.max_result_bytes;
-        let run = async {
-            let df = self.statement(session, sql).await?;
+        let (shared, session, sql) = (self.clone(), session.clone(), sql.to_owned());
+        let run = async move {
+            let df = shared.statement(&session, &sql).await?;
             let schema = Arc::new(df.schema().as_arrow().clone());
             let mut stream = df.execute_stream().await?;
             let (mut batches, mut bytes) = (vec![], 0usize);
@@ -363,7 +423,7 @@ impl Shared {
             }
             Ok((schema, batches))
         };
-        self.within_time_limit(run).await
+        self.within_time_limit(self.work.run(run)).await
     }
 
     /// `work`, or [`Error::StatementTimeout`] once it has run for
@@ -541,16 +601,21 @@ impl Server {
                 "this build has no Flight SQL: build with the `flight-sql` feature".into(),
             ));
         }
-        let jobs = Arc::new(Jobs::new(
-            options.max_jobs,
-            options.max_running_jobs,
-            options.keep_finished_jobs,
-        ));
+        let work = Arc::new(WorkRuntime::new()?);
+        let jobs = Arc::new(
+            Jobs::new(
+                options.max_jobs,
+                options.max_running_jobs,
+                options.keep_finished_jobs,
+            )
+            .on(work.handle().clone()),
+        );
         Ok(Self {
             shared: Shared {
                 session,
                 access,
                 jobs,
+                work,
                 options: Arc::new(options),
                 prepare,
             },

@@ -96,7 +96,16 @@ impl TestServer {
         }
     }
 
-    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+    /// POSTs `body` to `path`. A create here populates the view unless the
+    /// body says `with_no_data` (the spec's default is to leave it
+    /// unpopulated; `lance_namespace_routes_answer_the_spec_models` checks
+    /// that).
+    async fn post(&self, path: &str, mut body: Value) -> (StatusCode, Value) {
+        if path.ends_with("/create")
+            && let Value::Object(fields) = &mut body
+        {
+            fields.entry("with_no_data").or_insert(json!(false));
+        }
         let response = self
             .request(reqwest::Method::POST, path)
             .json(&body)
@@ -135,7 +144,12 @@ impl TestServer {
     /// Submits a job and waits for it; it must end DONE.
     async fn job(&self, path: &str, body: Value) -> Value {
         let (status, answer) = self.post(path, body).await;
-        assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
+        let expected = if path.ends_with("/create") {
+            StatusCode::CREATED
+        } else {
+            StatusCode::ACCEPTED
+        };
+        assert_eq!(status, expected, "{answer}");
         let job = self.wait(answer["job_id"].as_str().unwrap()).await;
         assert_eq!(job["job_state"], "DONE", "{job}");
         job["result"].clone()
@@ -190,7 +204,8 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
         .await;
     assert_eq!(status, StatusCode::OK);
 
-    // CREATE runs its population as a job.
+    // CREATE commits the view, then populates it in a job (a refresh: the
+    // view's version 2).
     let query = "SELECT region, count(*) AS n, sum(amount) AS total FROM orders GROUP BY region";
     let created = server
         .job(
@@ -199,9 +214,19 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
         )
         .await;
     assert_eq!(
-        created,
-        json!({ "view": "analytics.totals", "action": "created", "populated": true,
-                "rows_written": 2, "version": 1 })
+        (
+            &created["view"],
+            &created["mode"],
+            &created["rows_written"],
+            &created["version"]
+        ),
+        (
+            &json!("analytics.totals"),
+            &json!("full"),
+            &json!(2),
+            &json!(2)
+        ),
+        "{created}"
     );
     let (status, view) = server
         .post("/v1/materialized_view/analytics$totals/describe", json!({}))
@@ -213,7 +238,7 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(view["populated"], true);
     assert_eq!(view["freshness"], "fresh");
     assert_eq!(view["row_count"], 2);
-    assert_eq!(view["version"], 1);
+    assert_eq!(view["version"], 2);
     assert_eq!(view["format_version"], 2);
     assert_eq!(
         view["columns"],
@@ -259,7 +284,7 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(result["mode"], "incremental", "{result}");
     assert_eq!(result["rows_written"], 3);
     assert_eq!(result["rows_deleted"], 2);
-    assert_eq!(result["version"], 2);
+    assert_eq!(result["version"], 3);
     assert_eq!(
         result["detail"],
         "orders: 1 file(s) appended; merged into the existing groups"
@@ -267,7 +292,7 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert!(result["source_version"].as_u64().unwrap() >= 1);
     assert_eq!(result["upstream"], json!([]));
     assert_eq!(second["result"]["mode"], "no_op", "{second}");
-    assert_eq!(second["result"]["version"], 2);
+    assert_eq!(second["result"]["version"], 3);
     assert_eq!(
         server
             .rows("SELECT * FROM analytics.totals ORDER BY region")
@@ -298,7 +323,7 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(rest["jobs"][1]["job_type"], "CREATE_MATERIALIZED_VIEW");
     assert_eq!(rest["page_token"], Value::Null);
 
-    // WITH NO DATA answers at once, with the description.
+    // WITH NO DATA answers at once, with no job.
     for name in ["v1", "v2", "v3", "v4", "v5"] {
         let (status, view) = server
             .post(
@@ -306,9 +331,11 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
                 json!({ "query": "SELECT region FROM orders", "with_no_data": true }),
             )
             .await;
-        assert_eq!(status, StatusCode::OK, "{view}");
-        assert_eq!(view["populated"], false);
-        assert_eq!(view["action"], "created");
+        assert_eq!(status, StatusCode::CREATED, "{view}");
+        assert_eq!(
+            (&view["version"], &view["job_id"], &view["action"]),
+            (&json!(1), &Value::Null, &json!("created"))
+        );
     }
     // Pages of two; views created and dropped between pages are neither
     // skipped nor repeated among the ones that stay.
@@ -380,7 +407,8 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(
         error,
         json!({ "error": "materialized view \"analytics.totals\" does not exist",
-                "code": "undefined_table", "detail": null, "retryable": false })
+                "code": 4, "condition": "undefined_table", "detail": null,
+                "instance": "/v1/materialized_view/analytics$totals/describe", "retryable": false })
     );
 
     // The Arrow answer of /v1/sql is an IPC stream.
@@ -445,37 +473,37 @@ async fn rest_refresh_reads_a_source_view_at_a_pinned_version() {
     let base = server
         .job("/v1/materialized_view/base/refresh", json!({}))
         .await;
-    assert_eq!(base["version"], 2, "{base}");
+    assert_eq!(base["version"], 3, "{base}");
     assert_eq!(base["source_versions"], json!({}), "a table has no version");
     let top = server
         .job("/v1/materialized_view/top/refresh", json!({}))
         .await;
     assert_eq!(
         top["source_versions"],
-        json!({ "datafusion$public$base": 2 })
+        json!({ "datafusion$public$base": 3 })
     );
     assert_eq!(
         server.rows("SELECT total FROM top").await,
         json!([{ "total": 24 }])
     );
 
-    // Read base as its version 1 had it.
+    // Read base as its version 2 (its first data) had it.
     let pinned = server
         .job(
             "/v1/materialized_view/top/refresh",
-            json!({ "source_version": { "base": 1 } }),
+            json!({ "source_version": { "base": 2 } }),
         )
         .await;
     assert_eq!(
         pinned["source_versions"],
-        json!({ "datafusion$public$base": 1 })
+        json!({ "datafusion$public$base": 2 })
     );
-    assert_eq!(pinned["version"], 3);
+    assert_eq!(pinned["version"], 4);
     assert!(
         pinned["detail"]
             .as_str()
             .unwrap()
-            .ends_with("; read base at version 1"),
+            .ends_with("; read base at version 2"),
         "{pinned}"
     );
     assert_eq!(
@@ -498,7 +526,7 @@ async fn rest_refresh_reads_a_source_view_at_a_pinned_version() {
     let (status, answer) = server
         .post(
             "/v1/materialized_view/top/refresh",
-            json!({ "source_version": { "other": 1 } }),
+            json!({ "source_version": { "other": 2 } }),
         )
         .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{answer}");
@@ -506,10 +534,10 @@ async fn rest_refresh_reads_a_source_view_at_a_pinned_version() {
     assert_eq!(job["job_state"], "FAILED", "{job}");
     assert_eq!(
         job["failure"]["message"],
-        "cannot read materialized view \"other\" at version 1: materialized view \"top\" does not read it\nHINT: Describe the view for its current version, or refresh without pinning it.",
+        "cannot read materialized view \"other\" at version 2: materialized view \"top\" does not read it\nHINT: Describe the view for its current version, or refresh without pinning it.",
         "{job}"
     );
-    assert_eq!(job["spec"]["source_version"], json!({ "other": 1 }));
+    assert_eq!(job["spec"]["source_version"], json!({ "other": 2 }));
     assert_eq!(
         server.rows("SELECT total FROM top").await,
         json!([{ "total": 17 }])
@@ -547,7 +575,7 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         let response = raw(body).await.unwrap();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{body}");
         let error: Value = response.json().await.unwrap();
-        assert_eq!(error["code"], "invalid_request");
+        assert_eq!(error["condition"], "invalid_request");
         assert!(
             error["error"]
                 .as_str()
@@ -567,7 +595,7 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         .unwrap();
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let error: Value = response.json().await.unwrap();
-    assert_eq!(error["code"], "payload_too_large");
+    assert_eq!(error["condition"], "payload_too_large");
     // Ids that look like paths.
     // (A bare `..` segment never reaches the server: the client's URL
     // parser resolves it, as every HTTP client does.)
@@ -617,7 +645,7 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         .await;
     assert_eq!(status, StatusCode::CONFLICT);
     assert_eq!(error["error"], "relation \"v\" already exists");
-    assert_eq!(error["code"], "duplicate_table");
+    assert_eq!(error["condition"], "duplicate_table");
     let (status, error) = server
         .post("/v1/materialized_view/orders/refresh", json!({}))
         .await;
@@ -636,7 +664,7 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
         (
             json!({ "v": 9 }),
             "invalid_parameter_value",
-            "cannot read materialized view \"v\" at version 9: its versions are 1 to 1",
+            "cannot read materialized view \"v\" at version 9: its versions are 1 to 2",
         ),
         (
             json!({ "v": "latest" }),
@@ -651,14 +679,14 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
             )
             .await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-        assert_eq!(error["code"], code, "{error}");
+        assert_eq!(error["condition"], code, "{error}");
         assert_eq!(error["error"], message, "{error}");
     }
     let (status, error) = server
         .post("/v1/materialized_view/orders/drop", json!({}))
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
-    assert_eq!(error["code"], "wrong_object_type");
+    assert_eq!(error["condition"], "wrong_object_type");
     assert_eq!(error["detail"], "HINT: Use DROP TABLE to remove a table.");
     let (status, _) = server
         .post("/v1/jobs/describe", json!({ "job_id": "no-such-job" }))
@@ -674,7 +702,7 @@ async fn rest_errors_have_the_right_status_and_change_nothing() {
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let (status, error) = server.post("/v1/sql", json!({ "sql": "SELEC 1" })).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert_eq!(error["code"], "syntax_error");
+    assert_eq!(error["condition"], "syntax_error");
     let (status, _) = server.get("/v1/nothing").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
@@ -701,7 +729,7 @@ async fn rest_token_is_required_but_not_for_healthz() {
     server.token = Some("wrong".into());
     let (status, error) = server.post("/v1/sql", json!({ "sql": "SELECT 1" })).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
-    assert_eq!(error["code"], "unauthorized");
+    assert_eq!(error["condition"], "unauthorized");
     server.token = None;
     let (status, _) = server.get("/v1/namespace/$/materialized_view/list").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
@@ -745,7 +773,7 @@ async fn rest_cancel_of_a_long_refresh_keeps_the_old_data() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(cancelled["job_state"], "CANCELLED", "{cancelled}");
     assert_eq!(cancelled["result"]["started"], true);
-    assert_eq!(cancelled["result"]["view_version_after"], 1);
+    assert_eq!(cancelled["result"]["view_version_after"], 2);
     let (_, after) = server
         .post("/v1/materialized_view/slow/describe", json!({}))
         .await;
@@ -1047,7 +1075,7 @@ async fn load_8_clients_200_requests_two_servers_one_catalog() {
                                 json!({ "query": query }),
                             )
                             .await;
-                        assert_eq!(status, StatusCode::ACCEPTED, "{job}");
+                        assert_eq!(status, StatusCode::CREATED, "{job}");
                         let id = job["job_id"].as_str().unwrap().to_owned();
                         log.jobs.push((id.clone(), "create", view.clone()));
                         pending[k].push(id);
@@ -1342,7 +1370,7 @@ async fn rest_a_full_job_queue_answers_503_and_recovers() {
             json!({ "query": "SELECT sum(a.x * b.x + c.x) AS n FROM big a, big b, big c" }),
         )
         .await;
-    assert_eq!(status, StatusCode::ACCEPTED, "{slow}");
+    assert_eq!(status, StatusCode::CREATED, "{slow}");
     let (status, error) = server
         .post(
             "/v1/materialized_view/quick/create",
@@ -1350,7 +1378,7 @@ async fn rest_a_full_job_queue_answers_503_and_recovers() {
         )
         .await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{error}");
-    assert_eq!(error["code"], "job_queue_full");
+    assert_eq!(error["condition"], "job_queue_full");
     assert_eq!(error["retryable"], true);
     let (_, jobs) = server.post("/v1/jobs/list", json!({})).await;
     assert_eq!(jobs["jobs"].as_array().unwrap().len(), 1, "{jobs}");
@@ -1361,11 +1389,15 @@ async fn rest_a_full_job_queue_answers_503_and_recovers() {
         (status, &cancelled["job_state"]),
         (StatusCode::OK, &json!("CANCELLED"))
     );
-    // The cancelled CREATE left no view, and the queue has room again.
-    let (status, _) = server
+    // The cancelled population left the view created without data, and
+    // the queue has room again.
+    let (status, view) = server
         .post("/v1/materialized_view/slow/describe", json!({}))
         .await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        (status, &view["populated"]),
+        (StatusCode::OK, &json!(false))
+    );
     let mut accepted = None;
     for _ in 0..200 {
         let (status, job) = server
@@ -1374,7 +1406,7 @@ async fn rest_a_full_job_queue_answers_503_and_recovers() {
                 json!({ "query": "SELECT 1 AS one" }),
             )
             .await;
-        if status == StatusCode::ACCEPTED {
+        if status == StatusCode::CREATED {
             accepted = Some(job);
             break;
         }
@@ -1447,7 +1479,7 @@ async fn a_web_page_cannot_drive_the_server() {
         .post_sql("SELECT 1", |r| r.header("origin", "https://evil.example"))
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
-    assert_eq!(error["code"], "forbidden_origin");
+    assert_eq!(error["condition"], "forbidden_origin");
     assert!(
         error["error"]
             .as_str()
@@ -1495,6 +1527,19 @@ async fn a_web_page_cannot_drive_the_server() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    // A POST with no body at all needs no content type (curl -X POST).
+    server
+        .job(
+            "/v1/materialized_view/v/create",
+            json!({ "query": "SELECT region FROM orders" }),
+        )
+        .await;
+    let response = server
+        .request(reqwest::Method::POST, "/v1/materialized_view/v/describe")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
     assert!(!target.exists(), "a refused request wrote a file");
     server.stop().await;
 }
@@ -1556,7 +1601,7 @@ async fn clients_use_only_the_catalog_the_data_folders_and_remembered_tables() {
     let secret = root.join("private/secret.csv");
     let refused = |status: StatusCode, error: &Value, path: &std::path::Path| {
         assert_eq!(status, StatusCode::FORBIDDEN, "{error}");
-        assert_eq!(error["code"], "insufficient_privilege", "{error}");
+        assert_eq!(error["condition"], "insufficient_privilege", "{error}");
         let text = format!("{} {}", error["error"], error["detail"]);
         assert!(text.contains(&path.display().to_string()), "{text}");
         assert!(text.contains("--data-dir"), "{text}");
@@ -1704,7 +1749,10 @@ async fn each_client_has_its_own_settings_and_none_reach_the_server() {
     ] {
         let (status, error) = server.sql(set).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{set}: {error}");
-        assert_eq!(error["code"], "insufficient_privilege", "{set}: {error}");
+        assert_eq!(
+            error["condition"], "insufficient_privilege",
+            "{set}: {error}"
+        );
         let error = b.execute(set.into(), None).await.unwrap_err();
         assert!(
             error.to_string().contains("permission denied"),
@@ -1794,7 +1842,7 @@ async fn limits_are_enforced_and_recovered_from() {
     let started = std::time::Instant::now();
     let (status, error) = server.sql(slow).await;
     assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{error}");
-    assert_eq!(error["code"], "query_canceled");
+    assert_eq!(error["condition"], "query_canceled");
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "{:?}",

@@ -1,7 +1,12 @@
 //! Errors as the server answers them: an HTTP status, and a JSON body
-//! `{error, code, detail, retryable}` whose `error` is the first line of
-//! the crate's message (PostgreSQL's words), `detail` the rest (its
-//! `DETAIL:` and `HINT:` lines) and `code` PostgreSQL's condition name.
+//! shaped as the Lance Namespace spec's `ErrorResponse` — `{error, code,
+//! detail, instance}`, `code` the spec's integer error code (4
+//! TableNotFound, 5 TableAlreadyExists, 13 InvalidInput, ...; see
+//! [`lance_code`]) — plus `condition`, PostgreSQL's condition name
+//! (`undefined_table`, `duplicate_table`, `serialization_failure`, ...) or
+//! the server's own, and `retryable`. `error` is the first line of the
+//! crate's message (PostgreSQL's words), `detail` the rest (its `DETAIL:`
+//! and `HINT:` lines).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -18,24 +23,58 @@ pub struct ApiError {
     pub status: StatusCode,
     /// What is wrong, in one line.
     pub error: String,
+    /// The Lance Namespace error code (see [`lance_code`]).
+    pub code: u32,
     /// PostgreSQL's condition name (`undefined_table`, `duplicate_table`,
     /// `serialization_failure`, ...) or the server's own
     /// (`unauthorized`, `payload_too_large`, `job_queue_full`).
-    pub code: &'static str,
+    pub condition: &'static str,
     /// The message's further lines (`DETAIL:`, `HINT:`), if any.
     pub detail: Option<String>,
+    /// The route that answered (filled in by the router).
+    pub instance: Option<String>,
     /// Whether sending the same request again may succeed.
     pub retryable: bool,
 }
 
+/// The Lance Namespace error code for an answer with `status` and
+/// `condition`: 0 Unsupported, 1 NamespaceNotFound, 4 TableNotFound,
+/// 5 TableAlreadyExists, 13 InvalidInput, 14 ConcurrentModification,
+/// 15 PermissionDenied, 16 Unauthenticated, 17 ServiceUnavailable,
+/// 18 Internal, 19 InvalidTableState, 20 TableSchemaValidationError (a
+/// materialized view is a table to the spec). A full job queue is 503,
+/// so 17 (the spec's 21 Throttling goes with 429).
+pub fn lance_code(status: StatusCode, condition: &str) -> u32 {
+    match condition {
+        "feature_not_supported" => return 0,
+        "invalid_schema_name" => return 1,
+        "undefined_table" => return 4,
+        "duplicate_table" => return 5,
+        "serialization_failure" => return 14,
+        "object_not_in_prerequisite_state" | "dependent_objects_still_exist" => return 19,
+        "schema_mismatch" => return 20,
+        _ => {}
+    }
+    match status.as_u16() {
+        400 | 404 | 413 | 415 => 13,
+        401 => 16,
+        403 | 421 => 15,
+        409 => 14,
+        408 | 502 | 503 => 17,
+        _ => 18,
+    }
+}
+
 impl ApiError {
     /// An error with a one-line message.
-    pub fn new(status: StatusCode, code: &'static str, error: impl Into<String>) -> Self {
+    pub fn new(status: StatusCode, condition: &'static str, error: impl Into<String>) -> Self {
         Self {
             status,
             error: error.into(),
-            code,
+            code: lance_code(status, condition),
+            condition,
             detail: None,
+            instance: None,
             retryable: false,
         }
     }
@@ -46,17 +85,14 @@ impl ApiError {
     }
 
     /// Splits a multi-line message into `error` and `detail`.
-    fn from_message(status: StatusCode, code: &'static str, message: &str) -> Self {
+    fn from_message(status: StatusCode, condition: &'static str, message: &str) -> Self {
         let (error, detail) = match message.split_once('\n') {
             Some((first, rest)) => (first.to_owned(), Some(rest.to_owned())),
             None => (message.to_owned(), None),
         };
         Self {
-            status,
-            error,
-            code,
             detail,
-            retryable: false,
+            ..Self::new(status, condition, error)
         }
     }
 }
@@ -179,8 +215,8 @@ mod tests {
         );
         let e = ApiError::from(Error::NotFound { name: "v".into() });
         assert_eq!(
-            (e.status, e.code),
-            (StatusCode::NOT_FOUND, "undefined_table")
+            (e.status, e.condition, e.code),
+            (StatusCode::NOT_FOUND, "undefined_table", 4)
         );
         let e = ApiError::from(Error::CommitConflict {
             name: "v".into(),

@@ -213,7 +213,7 @@ const TABLE_TYPES: [&str; 4] = ["TABLE", "VIEW", "MATERIALIZED VIEW", "LOCAL TEM
 fn status(e: impl Into<ApiError>) -> Status {
     let e: ApiError = e.into();
     let message = e.to_string();
-    match (e.status, e.code) {
+    match (e.status, e.condition) {
         (StatusCode::BAD_REQUEST, _) => Status::invalid_argument(message),
         (StatusCode::NOT_FOUND, _) => Status::not_found(message),
         (StatusCode::CONFLICT, "duplicate_table") => Status::already_exists(message),
@@ -383,8 +383,10 @@ impl FlightSql {
     /// Plans `sql` in `client`'s session, within the statement time limit.
     async fn plan(&self, client: &str, sql: &str) -> std::result::Result<DataFrame, Status> {
         let session = self.session(client);
+        let (shared, sql) = (self.shared.clone(), sql.to_owned());
+        let planning = async move { shared.statement(&session, &sql).await };
         self.shared
-            .within_time_limit(self.shared.statement(&session, sql))
+            .within_time_limit(self.shared.work.run(planning))
             .await
             .map_err(status)
     }
@@ -424,6 +426,15 @@ fn affected_rows(batches: &[RecordBatch]) -> i64 {
         }
     }
     total
+}
+
+/// Stops a statement's producer when its answer is dropped.
+struct Producer(tokio::task::AbortHandle);
+
+impl Drop for Producer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// `name type` of each column of `schema`, for a message.
@@ -537,18 +548,32 @@ impl FlightSqlService for FlightSql {
         let schema = Arc::new(df.schema().as_arrow().clone());
         let limit = self.shared.options.statement_timeout;
         let deadline = tokio::time::Instant::now() + limit;
-        let stream = df
-            .execute_stream()
-            .await
-            .map_err(|e| status(Error::from(e)))?;
+        // The statement runs on the work runtime, handing its batches over
+        // one at a time; it stops when this answer is dropped.
+        let (sender, receiver) = tokio::sync::mpsc::channel::<Result<RecordBatch>>(2);
+        let producer = self.shared.work.handle().spawn(async move {
+            let mut stream = match df.execute_stream().await {
+                Ok(stream) => stream,
+                Err(e) => {
+                    let _ = sender.send(Err(e.into())).await;
+                    return;
+                }
+            };
+            while let Some(batch) = stream.next().await {
+                let failed = batch.is_err();
+                if sender.send(batch.map_err(Error::from)).await.is_err() || failed {
+                    return;
+                }
+            }
+        });
+        let producer = Producer(producer.abort_handle());
         // The rows, until the statement's time is up: then an error, not a
         // silently short answer.
-        let stream = futures::stream::unfold(Some(stream), move |stream| async move {
-            let mut stream = stream?;
-            match tokio::time::timeout_at(deadline, stream.next()).await {
-                Ok(Some(Ok(batch))) => Some((Ok(batch), Some(stream))),
+        let stream = futures::stream::unfold(Some((receiver, producer)), move |state| async move {
+            let (mut receiver, producer) = state?;
+            match tokio::time::timeout_at(deadline, receiver.recv()).await {
+                Ok(Some(Ok(batch))) => Some((Ok(batch), Some((receiver, producer)))),
                 Ok(Some(Err(e))) => {
-                    let e = Error::from(e);
                     let e = super::access::Refusal::find(&e).unwrap_or(e);
                     Some((Err(FlightError::Tonic(Box::new(status(e)))), None))
                 }

@@ -63,6 +63,7 @@ pub struct Failure {
 
 /// A job as `jobs/describe` answers it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(into = "JobWire")]
 pub struct JobInfo {
     /// Its id.
     pub job_id: String,
@@ -78,6 +79,43 @@ pub struct JobInfo {
     pub result: Option<Value>,
     /// Why it failed, when `FAILED`.
     pub failure: Option<Failure>,
+}
+
+/// A job as the routes answer it: [`JobInfo`], plus the names LanceDB's
+/// SDK reads (`table`, `state`, `created_at_millis`).
+#[derive(Serialize)]
+struct JobWire {
+    job_id: String,
+    job_type: &'static str,
+    job_state: JobState,
+    state: JobState,
+    creation_ms: i64,
+    created_at_millis: i64,
+    table: Option<String>,
+    spec: Value,
+    result: Option<Value>,
+    failure: Option<Failure>,
+}
+
+impl From<JobInfo> for JobWire {
+    fn from(job: JobInfo) -> Self {
+        Self {
+            table: job
+                .spec
+                .get("id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            job_id: job.job_id,
+            job_type: job.job_type,
+            job_state: job.job_state,
+            state: job.job_state,
+            creation_ms: job.creation_ms,
+            created_at_millis: job.creation_ms,
+            spec: job.spec,
+            result: job.result,
+            failure: job.failure,
+        }
+    }
 }
 
 struct Entry {
@@ -111,6 +149,8 @@ pub struct Jobs {
     keep_finished: Duration,
     views: Mutex<HashMap<QualifiedName, Arc<tokio::sync::Mutex<()>>>>,
     tracker: TaskTracker,
+    /// Where jobs run; the current runtime when `None`.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 /// What a job's work returns: its result, or the error with the phase it
@@ -127,7 +167,15 @@ impl Jobs {
             keep_finished,
             views: Mutex::default(),
             tracker: TaskTracker::new(),
+            runtime: None,
         }
+    }
+
+    /// These jobs, run on `runtime` (a server runs them apart from the
+    /// runtime answering requests, so a busy job cannot stall the answers).
+    pub fn on(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
+        self
     }
 
     fn table(&self) -> std::sync::MutexGuard<'_, Table> {
@@ -140,6 +188,38 @@ impl Jobs {
         // Forget the locks nobody holds or waits for.
         views.retain(|_, lock| Arc::strong_count(lock) > 1);
         Arc::clone(views.entry(view.clone()).or_default())
+    }
+
+    /// 503 when [`Self::submit`] would refuse a job now (the queue is full
+    /// or the server is shutting down).
+    pub fn check_room(&self) -> Result<(), ApiError> {
+        let mut table = self.table();
+        self.forget_old(&mut table);
+        self.refusal(&table).map_or(Ok(()), Err)
+    }
+
+    fn refusal(&self, table: &Table) -> Option<ApiError> {
+        if table.closed {
+            return Some(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the server is shutting down",
+            ));
+        }
+        if table.pending >= self.max_jobs {
+            return Some(ApiError {
+                retryable: true,
+                ..ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "job_queue_full",
+                    format!(
+                        "the job queue is full ({} jobs waiting or running); retry later",
+                        self.max_jobs
+                    ),
+                )
+            });
+        }
+        None
     }
 
     /// Queues `work` on `view`; returns the job's id, or 503 when the queue
@@ -158,25 +238,8 @@ impl Jobs {
         {
             let mut table = self.table();
             self.forget_old(&mut table);
-            if table.closed {
-                return Err(ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "shutting_down",
-                    "the server is shutting down",
-                ));
-            }
-            if table.pending >= self.max_jobs {
-                return Err(ApiError {
-                    retryable: true,
-                    ..ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "job_queue_full",
-                        format!(
-                            "the job queue is full ({} jobs waiting or running); retry later",
-                            self.max_jobs
-                        ),
-                    )
-                });
+            if let Some(refusal) = self.refusal(&table) {
+                return Err(refusal);
             }
             table.pending += 1;
             let seq = table.next_seq;
@@ -205,7 +268,7 @@ impl Jobs {
             // place before the job can finish or be cancelled.
             let jobs = Arc::clone(self);
             let job_id = id.clone();
-            let handle = self.tracker.spawn(async move {
+            let task = async move {
                 let lock = jobs.view_lock(&view);
                 let _view = lock.lock().await;
                 let _slot = Arc::clone(&jobs.running).acquire_owned().await;
@@ -227,7 +290,11 @@ impl Jobs {
                         ))
                     });
                 jobs.finish(&job_id, outcome);
-            });
+            };
+            let handle = match &self.runtime {
+                Some(runtime) => self.tracker.spawn_on(task, runtime),
+                None => self.tracker.spawn(task),
+            };
             if let Some(entry) = table.entries.get_mut(&id) {
                 entry.abort = Some(handle.abort_handle());
             }

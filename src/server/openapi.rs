@@ -56,11 +56,15 @@ pub(crate) fn document() -> Value {
             "description": "Materialized views over Apache DataFusion: LanceDB-shaped REST routes with asynchronous jobs."
         },
         "components": {
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" },
+                "api_key": { "type": "apiKey", "in": "header", "name": "x-api-key" } },
             "schemas": {
-                "Error": { "type": "object", "required": ["error", "code", "retryable"], "properties": {
-                    "error": { "type": "string" }, "code": { "type": "string" },
-                    "detail": { "type": ["string", "null"] }, "retryable": { "type": "boolean" } } },
+                "Error": { "type": "object", "required": ["code"], "description": "the Lance Namespace ErrorResponse, plus condition and retryable", "properties": {
+                    "error": { "type": "string" },
+                    "code": { "type": "integer", "minimum": 0, "description": "Lance Namespace error code: 0 Unsupported, 1 NamespaceNotFound, 4 TableNotFound, 5 TableAlreadyExists, 13 InvalidInput, 14 ConcurrentModification, 15 PermissionDenied, 16 Unauthenticated, 17 ServiceUnavailable, 18 Internal, 19 InvalidTableState, 20 TableSchemaValidationError, 21 Throttling" },
+                    "condition": { "type": "string", "description": "PostgreSQL's condition name, or the server's own" },
+                    "detail": { "type": ["string", "null"] }, "instance": { "type": ["string", "null"] },
+                    "retryable": { "type": "boolean" } } },
                 "JobId": job_id,
                 "Column": { "type": "object", "properties": {
                     "name": { "type": "string" }, "type": { "type": "string" }, "nullable": { "type": "boolean" } } },
@@ -91,22 +95,33 @@ pub(crate) fn document() -> Value {
                     "job_type": { "enum": ["CREATE_MATERIALIZED_VIEW", "REFRESH_MATERIALIZED_VIEW"] },
                     "job_state": { "enum": ["IN_PROGRESS", "DONE", "FAILED", "CANCELLED"] },
                     "creation_ms": { "type": "integer" }, "spec": { "type": "object" },
+                    "table": { "type": "string", "description": "the view's id (LanceDB's SDK reads table, state, created_at_millis)" },
+                    "state": { "enum": ["IN_PROGRESS", "DONE", "FAILED", "CANCELLED"] },
+                    "created_at_millis": { "type": "integer" },
                     "result": {}, "failure": { "type": ["object", "null"], "properties": {
                         "phase": { "type": "string" }, "message": { "type": "string" },
                         "retryable": { "type": "boolean" } } } } }
             }
         },
-        "security": [{ "bearer": [] }],
+        "security": [{ "bearer": [] }, { "api_key": [] }],
         "paths": {
             "/v1/materialized_view/{id}/create": { "post": {
-                "summary": "CREATE MATERIALIZED VIEW; the first population runs as a job",
+                "summary": "CREATE MATERIALIZED VIEW (the Lance Namespace CreateMaterializedViewRequest); with with_no_data false the first population runs as a job",
                 "parameters": id_parameter("view"),
-                "requestBody": body(json!({ "type": "object", "required": ["query"], "additionalProperties": false,
-                    "properties": { "query": { "type": "string" }, "with_no_data": { "type": "boolean" },
+                "requestBody": body(json!({ "type": "object", "required": ["source_query"], "additionalProperties": false,
+                    "properties": { "kind": { "enum": ["query", "udtf", "chunker"], "default": "query", "description": "udtf and chunker answer 400 with code 0 (Unsupported)" },
+                        "source_query": { "type": "string", "description": "a SQL query (query is accepted too)" },
+                        "output_schema": { "type": "string", "description": "base64 Arrow IPC schema; must match the query's column names and types (else 400, code 20)" },
+                        "with_no_data": { "type": "boolean", "default": true },
+                        "auto_refresh": { "type": ["boolean", "null"] },
+                        "udtf_spec": { "type": "null" },
+                        "id": { "type": "array", "items": { "type": "string" } },
+                        "identity": { "type": "object" }, "context": { "type": "object" },
                         "or_replace": { "type": "boolean" }, "if_not_exists": { "type": "boolean" },
                         "columns": { "type": "array", "items": { "type": "string" } } } }), true),
-                "responses": responses(&[("202", ok("the population job", reference("JobId"))),
-                    ("200", ok("created WITH NO DATA, or skipped (IF NOT EXISTS)", reference("View")))], &view_errors) } },
+                "responses": responses(&[("201", ok("created (or skipped by IF NOT EXISTS)", json!({ "type": "object", "required": ["version"], "properties": {
+                    "version": { "type": "integer", "minimum": 0 }, "job_id": { "type": ["string", "null"] },
+                    "id": { "type": "string" }, "action": { "enum": ["created", "replaced", "skipped"] } } })))], &view_errors) } },
             "/v1/materialized_view/{id}/describe": { "post": {
                 "summary": "definition and state of a view",
                 "parameters": id_parameter("view"),
@@ -116,6 +131,12 @@ pub(crate) fn document() -> Value {
                 "parameters": id_parameter("view"),
                 "requestBody": body(json!({ "type": "object", "additionalProperties": false, "properties": {
                     "full": { "type": "boolean" }, "cascade": { "type": "boolean" },
+                    "id": { "type": "array", "items": { "type": "string" } },
+                    "identity": { "type": "object" }, "context": { "type": "object" },
+                    "src_version": { "type": "null", "description": "refused when set: use source_version" },
+                    "max_rows_per_fragment": { "type": "null" }, "concurrency": { "type": "null" },
+                    "intra_applier_concurrency": { "type": "null" }, "source_task_size": { "type": "null" },
+                    "cluster": { "type": "null" }, "output_limit": { "type": "null" }, "manifest": { "type": "null" },
                     "source_version": { "type": "object", "additionalProperties": { "type": "integer", "minimum": 1 },
                         "description": "source materialized views (by id) to read at that version of their own log instead of their latest, while retention holds it; not with cascade" } } }), false),
                 "responses": responses(&[("202", ok("the refresh job", reference("JobId")))], &view_errors) } },

@@ -67,6 +67,7 @@ pub(crate) fn router(shared: Shared) -> Router {
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(shared.clone(), same_site))
+        .layer(middleware::from_fn(error_instance))
         .with_state(shared);
     if log {
         app.layer(middleware::from_fn(log_request))
@@ -76,17 +77,22 @@ pub(crate) fn router(shared: Shared) -> Router {
 }
 
 async fn authorize(State(shared): State<Shared>, request: Request, next: Next) -> Response {
-    let header = request
-        .headers()
+    let headers = request.headers();
+    let header = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    if shared.authorized(header) {
+    // The Lance Namespace spec's API key header carries the same token.
+    let api_key = headers
+        .get("x-api-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|key| format!("Bearer {key}"));
+    if shared.authorized(header) || (api_key.is_some() && shared.authorized(api_key.as_deref())) {
         next.run(request).await
     } else {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
-            "missing or wrong bearer token: send the header \"Authorization: Bearer <token>\"",
+            "missing or wrong token: send the header \"Authorization: Bearer <token>\" (or \"x-api-key: <token>\")",
         )
         .into_response()
     }
@@ -137,9 +143,12 @@ async fn same_site(State(shared): State<Shared>, request: Request, next: Next) -
             let essence = t.split(';').next().unwrap_or_default().trim();
             essence.eq_ignore_ascii_case("application/json")
         });
-        let empty = headers
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|l| l.as_bytes() == b"0");
+        // No body at all: `Content-Length: 0`, or neither a length nor
+        // chunks (curl -X POST).
+        let empty = match headers.get(header::CONTENT_LENGTH) {
+            Some(length) => length.as_bytes() == b"0",
+            None => !headers.contains_key(header::TRANSFER_ENCODING),
+        };
         let bodiless = empty && text(header::CONTENT_TYPE).is_none();
         if !(json || bodiless) {
             return ApiError::new(
@@ -151,6 +160,29 @@ async fn same_site(State(shared): State<Shared>, request: Request, next: Next) -
         }
     }
     next.run(request).await
+}
+
+/// Fills in an error answer's `instance` with the route that answered.
+async fn error_instance(request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    if response.status().as_u16() < 400 {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let bytes = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(mut error)) if error.get("instance").is_none_or(Value::is_null) => {
+            error.insert("instance".into(), json!(path));
+            serde_json::to_vec(&error).map(Bytes::from).unwrap_or(bytes)
+        }
+        _ => bytes,
+    };
+    let mut response = Response::from_parts(parts, axum::body::Body::from(bytes));
+    response.headers_mut().remove(header::CONTENT_LENGTH);
+    response
 }
 
 /// Whether `host` (a `Host` header) names this server: an IP address
@@ -256,18 +288,131 @@ fn id_of(name: &QualifiedName, delimiter: &str) -> String {
     [name.catalog.as_str(), &name.schema, &name.name].join(delimiter)
 }
 
+/// The Lance Namespace spec's `CreateMaterializedViewRequest`, plus this
+/// server's `or_replace`, `if_not_exists` and `columns`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CreateBody {
-    query: String,
-    #[serde(default)]
+    /// `query` (a SQL query); the spec's `udtf` and `chunker` are refused.
+    #[serde(default = "query_kind")]
+    kind: String,
+    /// The view's query (`query` is taken too).
+    #[serde(alias = "query")]
+    source_query: String,
+    /// The base64 Arrow IPC schema the client expects; checked against
+    /// the query's columns.
+    output_schema: Option<String>,
+    /// As the spec has it: true (the default) creates the view
+    /// unpopulated; false also starts its first refresh as a job.
+    #[serde(default = "yes")]
     with_no_data: bool,
+    auto_refresh: Option<bool>,
+    udtf_spec: Option<Value>,
+    /// The view's id as parts; must name the route's view.
+    id: Option<Vec<String>>,
+    #[allow(dead_code)]
+    identity: Option<Value>,
+    #[allow(dead_code)]
+    context: Option<Value>,
     #[serde(default)]
     or_replace: bool,
     #[serde(default)]
     if_not_exists: bool,
     #[serde(default)]
     columns: Vec<String>,
+}
+
+fn query_kind() -> String {
+    "query".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A 400 answer with a Lance `code`: 0 Unsupported, 13 InvalidInput, ...
+fn invalid(condition: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, condition, message)
+}
+
+/// Refuses a body `id` that names another view than the route.
+fn check_body_id(body_id: Option<&[String]>, parts: &[String], route: &str) -> ApiResult<()> {
+    match body_id {
+        Some(ids) if !ids.is_empty() && ids != parts => Err(invalid(
+            "invalid_parameter_value",
+            format!("the body's id {ids:?} does not name the route's view \"{route}\""),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks `encoded` (base64 of an Arrow IPC schema) against the columns
+/// `query` answers, renamed by `columns`: the same names and types in the
+/// same order (nullability is the query's to decide).
+async fn check_output_schema(
+    shared: &Shared,
+    query: &datafusion::sql::sqlparser::ast::Query,
+    columns: &[String],
+    encoded: &str,
+) -> ApiResult<()> {
+    use base64::Engine;
+    use datafusion::sql::parser::Statement as DFStatement;
+    use datafusion::sql::sqlparser::ast::Statement as SQLStatement;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|e| {
+            invalid(
+                "invalid_parameter_value",
+                format!("output_schema is not base64: {e}"),
+            )
+        })?;
+    let expected =
+        datafusion::arrow::ipc::convert::try_schema_from_ipc_buffer(&bytes).map_err(|e| {
+            invalid(
+                "invalid_parameter_value",
+                format!("output_schema is not an Arrow IPC schema: {e}"),
+            )
+        })?;
+    let statement = DFStatement::Statement(Box::new(SQLStatement::Query(Box::new(query.clone()))));
+    let plan = shared
+        .session
+        .context()
+        .state()
+        .statement_to_plan(statement)
+        .await
+        .map_err(|e| ApiError::from(Error::from(e)))?;
+    let actual: Vec<(String, datafusion::arrow::datatypes::DataType)> = plan
+        .schema()
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let name = columns.get(i).cloned().unwrap_or_else(|| f.name().clone());
+            (name, f.data_type().clone())
+        })
+        .collect();
+    let wanted: Vec<(String, datafusion::arrow::datatypes::DataType)> = expected
+        .fields()
+        .iter()
+        .map(|f| (f.name().clone(), f.data_type().clone()))
+        .collect();
+    if actual != wanted {
+        let show = |cols: &[(String, datafusion::arrow::datatypes::DataType)]| {
+            cols.iter()
+                .map(|(n, t)| format!("{n} {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return Err(invalid(
+            "schema_mismatch",
+            format!(
+                "output_schema ({}) is not what the query answers ({})",
+                show(&wanted),
+                show(&actual)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 async fn create(
@@ -278,6 +423,28 @@ async fn create(
 ) -> ApiResult<Response> {
     let request: CreateBody = body(bytes, None)?;
     let (name, parts) = view_name(&shared, &id, &query)?;
+    check_body_id(request.id.as_deref(), &parts, &id)?;
+    if request.kind != "query" {
+        return Err(invalid(
+            "feature_not_supported",
+            format!(
+                "kind \"{}\" is not supported: this server makes views of SQL queries (kind \"query\")",
+                request.kind
+            ),
+        ));
+    }
+    if request.udtf_spec.as_ref().is_some_and(|v| !v.is_null()) {
+        return Err(invalid(
+            "invalid_parameter_value",
+            "udtf_spec must be null for kind \"query\"",
+        ));
+    }
+    if request.auto_refresh == Some(true) {
+        return Err(invalid(
+            "feature_not_supported",
+            "auto_refresh is not supported: refresh the view with the refresh route",
+        ));
+    }
     let columns = if request.columns.is_empty() {
         String::new()
     } else {
@@ -288,8 +455,10 @@ async fn create(
             .collect();
         format!(" ({})", quoted.join(", "))
     };
+    // Created unpopulated here; populated by a refresh job when asked
+    // (the spec's "kicks off an initial refresh").
     let text = format!(
-        "CREATE {}MATERIALIZED VIEW {}{}{columns} AS {}{}",
+        "CREATE {}MATERIALIZED VIEW {}{}{columns} AS {} WITH NO DATA",
         if request.or_replace {
             "OR REPLACE "
         } else {
@@ -301,64 +470,82 @@ async fn create(
             ""
         },
         ids::to_sql(&parts),
-        request.query,
-        if request.with_no_data {
-            " WITH NO DATA"
-        } else {
-            ""
-        },
+        request.source_query,
     );
     let (dialect, recursion_limit) = crate::sql::parser_settings(shared.session.context());
     let mut statements = crate::sql::parse_sql(&text, &dialect, recursion_limit)?;
-    if let Some(Statement::Create(create)) = statements.first() {
-        shared.check_paths(&shared.session, create.query.as_ref())?;
-    }
     let create = match (statements.pop(), statements.is_empty()) {
         (Some(Statement::Create(create)), true) => create,
         _ => {
             return Err(ApiError::bad_request(
-                "\"query\" must be one query (SELECT, VALUES, WITH ...), without a trailing statement",
+                "\"source_query\" must be one query (SELECT, VALUES, WITH ...), without a trailing statement",
             ));
         }
     };
+    shared.check_paths(&shared.session, create.query.as_ref())?;
     // The errors a CREATE finds before computing anything are answered now.
     shared.session.check_create(&create).await?;
-    let exists = shared.session.catalog().index().view(&name).is_some();
-    if !create.with_data || (create.if_not_exists && exists) {
+    if let Some(encoded) = &request.output_schema {
+        check_output_schema(&shared, &create.query, &request.columns, encoded).await?;
+    }
+    let populate = !request.with_no_data;
+    if populate {
+        // Refused before anything is created (a queue that fills in the
+        // moment between is answered below).
+        shared.jobs.check_room()?;
+    }
+    let outcome = {
         let lock = shared.jobs.view_lock(&name);
         let _guard = lock.lock().await;
-        let outcome = shared.session.create_materialized_view(&create).await?;
-        let mut description = describe_json(&shared, &name, query.delimiter()).await?;
-        description["action"] = json!(outcome.action.as_str());
-        return Ok((StatusCode::OK, axum::Json(description)).into_response());
-    }
-    let spec = json!({
-        "id": id,
-        "query": request.query,
-        "or_replace": request.or_replace,
-        "if_not_exists": request.if_not_exists,
-        "columns": request.columns,
+        shared.session.create_materialized_view(&create).await?
+    };
+    let mut answer = json!({
+        "version": outcome.version,
+        "job_id": null,
+        "id": id_of(&name, query.delimiter()),
+        "action": outcome.action.as_str(),
     });
-    let session = shared.session.clone();
-    let job_id = shared
-        .jobs
-        .submit("CREATE_MATERIALIZED_VIEW", name, spec, async move {
-            match session.create_materialized_view(&create).await {
-                Ok(outcome) => Ok(json!({
-                    "view": outcome.view,
-                    "action": outcome.action.as_str(),
-                    "populated": outcome.rows_written.is_some(),
-                    "rows_written": outcome.rows_written,
-                    "version": outcome.version,
-                })),
-                Err(e) => Err((phase_of(&e), e)),
-            }
-        })?;
-    Ok((
-        StatusCode::ACCEPTED,
-        axum::Json(json!({ "job_id": job_id })),
-    )
-        .into_response())
+    if populate && outcome.action != crate::session::CreateAction::Skipped {
+        let statement = RefreshMaterializedView {
+            name: object_name(&parts),
+            full: true,
+            cascade: false,
+        };
+        let spec = json!({
+            "id": id,
+            "source_query": request.source_query,
+            "or_replace": request.or_replace,
+            "if_not_exists": request.if_not_exists,
+            "columns": request.columns,
+        });
+        let session = shared.session.clone();
+        let delimiter = query.delimiter().to_owned();
+        let job_id = shared
+            .jobs
+            .submit("CREATE_MATERIALIZED_VIEW", name, spec, async move {
+                let source_version = match session.catalog().reload().await {
+                    Ok(index) => index.version,
+                    Err(e) => return Err(("execute", e)),
+                };
+                match session.refresh_at(&statement, &BTreeMap::new()).await {
+                    Ok(outcomes) => Ok(outcomes
+                        .first()
+                        .map(|o| refresh_result(o, source_version, &delimiter))
+                        .unwrap_or(Value::Null)),
+                    Err(e) => Err((phase_of(&e), e)),
+                }
+            })
+            .map_err(|mut refused| {
+                refused.detail = Some(format!(
+                    "The view was created without data (version {}): populate it with the \
+                     refresh route.",
+                    outcome.version
+                ));
+                refused
+            })?;
+        answer["job_id"] = json!(job_id);
+    }
+    Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
 }
 
 /// Where a job's error happened.
@@ -406,6 +593,8 @@ async fn describe(
     ))
 }
 
+/// The Lance Namespace spec's `RefreshMaterializedViewRequest`, plus this
+/// server's `full`, `cascade` and `source_version`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RefreshBody {
@@ -415,6 +604,61 @@ struct RefreshBody {
     cascade: bool,
     /// `{"<source view id>": <version of its log>, ...}`.
     source_version: Option<Value>,
+    id: Option<Vec<String>>,
+    #[allow(dead_code)]
+    identity: Option<Value>,
+    #[allow(dead_code)]
+    context: Option<Value>,
+    /// The spec's one source version: refused (see `source_version`).
+    src_version: Option<Value>,
+    max_rows_per_fragment: Option<Value>,
+    concurrency: Option<Value>,
+    intra_applier_concurrency: Option<Value>,
+    source_task_size: Option<Value>,
+    cluster: Option<Value>,
+    output_limit: Option<Value>,
+    manifest: Option<Value>,
+}
+
+impl RefreshBody {
+    /// Refuses the spec's fields this server has no use for, when set.
+    fn check_spec_fields(&self) -> ApiResult<()> {
+        if self.src_version.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err(invalid(
+                "invalid_parameter_value",
+                "src_version is not supported: each view commits to its own log, so no single \
+                 version names the snapshots of several sources; pin source views with \
+                 source_version, e.g. {\"source_version\": {\"analytics$daily\": 7}}",
+            ));
+        }
+        if self.output_limit.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err(invalid(
+                "invalid_parameter_value",
+                "output_limit applies to chunker views only; this server makes query views",
+            ));
+        }
+        let operational = [
+            ("max_rows_per_fragment", &self.max_rows_per_fragment),
+            ("concurrency", &self.concurrency),
+            ("intra_applier_concurrency", &self.intra_applier_concurrency),
+            ("source_task_size", &self.source_task_size),
+            ("cluster", &self.cluster),
+            ("manifest", &self.manifest),
+        ];
+        for (field, value) in operational {
+            if value.as_ref().is_some_and(|v| !v.is_null()) {
+                return Err(invalid(
+                    "invalid_parameter_value",
+                    format!(
+                        "{field} is not supported by this server: leave it out (or null); the \
+                         server's own settings (--max-running-jobs, the session's \
+                         target_partitions) decide how a refresh runs"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The source views a refresh body pins, by name: the ids of `value`'s
@@ -477,6 +721,8 @@ async fn refresh(
 ) -> ApiResult<Response> {
     let request: RefreshBody = body(bytes, Some(RefreshBody::default()))?;
     let (name, parts) = view_name(&shared, &id, &query)?;
+    check_body_id(request.id.as_deref(), &parts, &id)?;
+    request.check_spec_fields()?;
     let pins = match &request.source_version {
         Some(value) => pinned_sources(&shared, value, &query)?,
         None => BTreeMap::new(),

@@ -19,7 +19,7 @@ async def test_async_create_refresh_list_read_drop(server):
         server.append("feb.csv", "region,amount\neast,7\nnorth,1\n")
         result = await view.refresh()
         assert (result.mode, result.rows_written, result.rows_deleted, result.version) == (
-            "incremental", 3, 2, 2)
+            "incremental", 3, 2, 3)
         assert view.row_count == 3
         rows = (await view.to_arrow(filter="region <> 'south'")).sort_by("region").to_pylist()
         assert rows == [{"region": "east", "total": 7}, {"region": "north", "total": 13}]
@@ -31,7 +31,9 @@ async def test_async_create_refresh_list_read_drop(server):
         assert all(isinstance(job, dfmv.AsyncJob) for job in jobs)
         assert await asyncio.gather(*(job.wait(timeout=60) for job in jobs)) == [None] * 4
         assert await jobs[0].done()
-        assert (await jobs[0].status())["job_state"] == "DONE"
+        status = await jobs[0].status()
+        assert (status["job_state"], status["state"], status["table"]) == ("DONE", "DONE", "v0")
+        assert status["result"]["version"] == 2
         assert await db.list_materialized_views(limit=2) == ["totals", "v0", "v1", "v2", "v3"]
         job = await view.refresh_async(full=True)
         assert (await job.wait()).mode == "full"
@@ -57,12 +59,21 @@ async def test_async_cancel_and_errors(server):
         with pytest.raises(dfmv.JobFailed):
             await job.wait()
         assert (await view.to_arrow()).to_pylist() == [{"n": 35750}]
-        with pytest.raises(dfmv.ViewExists):
+        with pytest.raises(dfmv.ViewExists) as exists:
             await db.create_materialized_view("slow", "SELECT 1")
-        with pytest.raises(dfmv.InvalidQuery):
+        assert (exists.value.code, exists.value.lance_code) == ("duplicate_table", 5)
+        with pytest.raises(dfmv.InvalidQuery) as invalid:
             await db.create_materialized_view("bad", "SELEC 1")
-        with pytest.raises(dfmv.ViewNotFound):
+        assert invalid.value.lance_code == 13
+        with pytest.raises(dfmv.ViewNotFound) as missing:
             await db.open_materialized_view("nope")
+        assert (missing.value.code, missing.value.lance_code) == ("undefined_table", 4)
+        # WITH NO DATA: no job, the view's version 1.
+        empty = await db.create_materialized_view_async("empty", "SELECT 1 AS one", with_no_data=True)
+        assert empty.job_id is None and await empty.done() and await empty.wait() is None
+        opened = await db.open_materialized_view("empty")
+        assert (opened.populated, opened.version) == (False, 1)
     async with dfmv.connect_async(server.url, token="wrong") as db:
-        with pytest.raises(dfmv.Unauthorized):
+        with pytest.raises(dfmv.Unauthorized) as e:
             await db.sql("SELECT 1")
+        assert e.value.lance_code == 16

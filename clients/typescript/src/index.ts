@@ -26,10 +26,20 @@ export type Namespace = string | string[];
 
 /** What the server says about an error. */
 export interface ErrorInfo {
-  /** PostgreSQL's condition name, e.g. `undefined_table`. */
+  /** PostgreSQL's condition name, e.g. `undefined_table` (the answer's `condition`). */
   code?: string;
+  /**
+   * The Lance Namespace error code (the answer's integer `code`): 0
+   * Unsupported, 1 NamespaceNotFound, 4 TableNotFound, 5 TableAlreadyExists,
+   * 13 InvalidInput, 14 ConcurrentModification, 15 PermissionDenied,
+   * 16 Unauthenticated, 17 ServiceUnavailable, 18 Internal,
+   * 19 InvalidTableState, 20 TableSchemaValidationError.
+   */
+  lanceCode?: number;
   /** The `DETAIL:` / `HINT:` lines. */
   detail?: string | null;
+  /** The route that answered. */
+  instance?: string;
   /** The HTTP status. */
   status?: number;
   retryable?: boolean;
@@ -37,8 +47,13 @@ export interface ErrorInfo {
 
 /** Every error this client throws for the server's answers. */
 export class MatviewError extends Error {
+  /** PostgreSQL's condition name, e.g. `undefined_table`. */
   readonly code?: string;
+  /** The Lance Namespace error code, e.g. 4 (TableNotFound). */
+  readonly lanceCode?: number;
   readonly detail?: string | null;
+  /** The route that answered. */
+  readonly instance?: string;
   readonly status?: number;
   readonly retryable: boolean;
 
@@ -46,7 +61,9 @@ export class MatviewError extends Error {
     super(info.detail ? `${message}\n${info.detail}` : message);
     this.name = new.target.name;
     this.code = info.code;
+    this.lanceCode = info.lanceCode;
     this.detail = info.detail;
+    this.instance = info.instance;
     this.status = info.status;
     this.retryable = info.retryable ?? false;
   }
@@ -84,7 +101,18 @@ export class JobFailed extends MatviewError {
   }
 }
 
-/** The error for an HTTP error answer `{error, code, detail, retryable}`. */
+/** The condition a Lance error code stands for, in an answer without `condition`. */
+const CONDITION_OF_LANCE_CODE: Record<number, string> = {
+  0: "feature_not_supported",
+  5: "duplicate_table",
+  14: "serialization_failure",
+};
+
+/**
+ * The error for an HTTP error answer `{error, code, condition, detail,
+ * instance, retryable}` (`code` the Lance error code, `condition`
+ * PostgreSQL's condition name).
+ */
 export function errorFromResponse(status: number, body: string): MatviewError {
   let answer: unknown;
   try {
@@ -95,14 +123,33 @@ export function errorFromResponse(status: number, body: string): MatviewError {
   if (typeof answer !== "object" || answer === null) {
     return new MatviewError(body.trim() || `HTTP ${status}`, { status });
   }
-  const a = answer as { error?: string; code?: string; detail?: string | null; retryable?: boolean };
+  const a = answer as {
+    error?: string;
+    code?: number | string;
+    condition?: string | null;
+    detail?: string | null;
+    instance?: string | null;
+    retryable?: boolean;
+  };
   const message = a.error ?? `HTTP ${status}`;
-  const info: ErrorInfo = { code: a.code, detail: a.detail, status, retryable: a.retryable ?? false };
+  // A server from before the Lance error codes sent the condition as `code`.
+  const condition = a.condition ?? (typeof a.code === "string" ? a.code : undefined);
+  const lanceCode = typeof a.code === "number" ? a.code : undefined;
+  const info: ErrorInfo = {
+    code: condition,
+    lanceCode,
+    detail: a.detail,
+    instance: a.instance ?? undefined,
+    status,
+    retryable: a.retryable ?? false,
+  };
+  // By PostgreSQL's condition name; by the Lance code when there is none.
+  const kind = condition ?? (lanceCode === undefined ? undefined : CONDITION_OF_LANCE_CODE[lanceCode]);
   if (status === 401) return new Unauthorized(message, info);
   if (status === 404) return new ViewNotFound(message, info);
-  if (status === 409 && a.code === "duplicate_table") return new ViewExists(message, info);
-  if (status === 409 && a.code === "serialization_failure") return new CommitConflict(message, info);
-  if (status === 400 && a.code === "feature_not_supported") return new NotSupported(message, info);
+  if (status === 409 && kind === "duplicate_table") return new ViewExists(message, info);
+  if (status === 409 && kind === "serialization_failure") return new CommitConflict(message, info);
+  if (status === 400 && kind === "feature_not_supported") return new NotSupported(message, info);
   if (status === 400) return new InvalidQuery(message, info);
   return new MatviewError(message, info);
 }
@@ -135,7 +182,13 @@ export interface JobStatus {
   job_id: string | null;
   job_type?: string;
   job_state: "IN_PROGRESS" | "DONE" | "FAILED" | "CANCELLED";
+  /** The same as `job_state`. */
+  state?: "IN_PROGRESS" | "DONE" | "FAILED" | "CANCELLED";
   creation_ms?: number;
+  /** The same as `creation_ms`. */
+  created_at_millis?: number;
+  /** The view's id, as the request's route gave it. */
+  table?: string | null;
   spec?: unknown;
   result: unknown;
   failure: JobFailure | null;
@@ -259,19 +312,37 @@ export class Connection {
     return this.send("POST", `/v1/materialized_view/${id}/${action}`, { params, body });
   }
 
-  /** Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated. */
+  /**
+   * Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated.
+   *
+   * The server commits the view's definition at once (unpopulated, version
+   * 1) and populates it in a job (a refresh: version 2). With `withNoData`
+   * there is no job: the returned one is done already.
+   */
   async createMaterializedViewAsync(name: string, query: string, options: CreateOptions = {}): Promise<Job<void>> {
-    const body = { query, with_no_data: options.withNoData ?? false, or_replace: options.orReplace ?? false };
+    // The Lance Namespace spec's CreateMaterializedViewRequest (plus the
+    // server's or_replace). with_no_data is always sent: the server's
+    // default is the spec's, true (created unpopulated).
+    const body = {
+      kind: "query",
+      source_query: query,
+      with_no_data: options.withNoData ?? false,
+      or_replace: options.orReplace ?? false,
+    };
     const response = await this.viewRequest(name, options.namespace, "create", body);
-    if (response.status === 200) {
-      await response.body?.cancel();
-      return Job.finished(this, undefined);
+    const answer = (await response.json()) as { job_id?: string | null };
+    if (typeof answer !== "object" || answer === null || !("job_id" in answer)) {
+      throw new MatviewError(`the server did not answer a create: ${JSON.stringify(answer)}`);
     }
-    const { job_id } = (await response.json()) as { job_id: string };
-    return new Job(this, job_id, () => undefined);
+    if (answer.job_id === null || answer.job_id === undefined) return Job.finished(this, undefined);
+    return new Job(this, answer.job_id, () => undefined);
   }
 
-  /** CREATE MATERIALIZED VIEW, waiting for its population. */
+  /**
+   * CREATE MATERIALIZED VIEW, waiting for its population. When the
+   * population fails ({@link JobFailed}), the view stays created without
+   * data, as the server committed it.
+   */
   async createMaterializedView(name: string, query: string, options: CreateOptions = {}): Promise<MaterializedView> {
     await (await this.createMaterializedViewAsync(name, query, options)).wait();
     return this.openMaterializedView(name, { namespace: options.namespace });
@@ -425,7 +496,7 @@ export class Job<T> {
 
   /** The job's description. */
   async status(): Promise<JobStatus> {
-    if (this.jobId === null) return { job_id: null, job_state: "DONE", result: null, failure: null };
+    if (this.jobId === null) return { job_id: null, job_state: "DONE", state: "DONE", result: null, failure: null };
     return this.#connection.json<JobStatus>("POST", "/v1/jobs/describe", { body: { job_id: this.jobId } });
   }
 

@@ -58,12 +58,18 @@ class AsyncConnection:
         or_replace: bool = False,
         namespace: Namespace = None,
     ) -> AsyncJob[None]:
-        """Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated."""
+        """Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated.
+
+        The server commits the view's definition at once (unpopulated,
+        version 1) and populates it in a job (a refresh: version 2). With
+        ``with_no_data`` there is no job: the returned one is done already.
+        """
         body = _core.create_body(query, with_no_data, or_replace)
-        response = await self._send(_core.view_call(name, namespace, "create", body))
-        if response.status_code == 200:
+        answer = await self._json(_core.view_call(name, namespace, "create", body))
+        job_id = _core.created_job_id(answer)
+        if job_id is None:  # nothing to compute: done already
             return AsyncJob.finished(self, None)
-        return AsyncJob(self, _core.expect_job_id(response.json()), lambda _: None)
+        return AsyncJob(self, job_id, lambda _: None)
 
     async def create_materialized_view(
         self,
@@ -74,7 +80,11 @@ class AsyncConnection:
         or_replace: bool = False,
         namespace: Namespace = None,
     ) -> AsyncMaterializedView:
-        """CREATE MATERIALIZED VIEW, waiting for its population."""
+        """CREATE MATERIALIZED VIEW, waiting for its population.
+
+        When the population fails (:class:`JobFailed`), the view stays
+        created without data, as the server committed it.
+        """
         job = await self.create_materialized_view_async(
             name, query, with_no_data=with_no_data, or_replace=or_replace, namespace=namespace
         )
@@ -203,7 +213,7 @@ class AsyncJob(Generic[T]):
 
     async def status(self) -> dict[str, Any]:
         if self.job_id is None:
-            return {"job_id": None, "job_state": "DONE", "result": None, "failure": None}
+            return _core.finished_status()
         state: dict[str, Any] = await self._connection._json(_core.job_call("describe", self.job_id))
         return state
 

@@ -72,7 +72,25 @@ def list_call(namespace: Namespace, page_token: str | None, limit: int | None) -
 
 
 def create_body(query: str, with_no_data: bool, or_replace: bool) -> dict[str, Any]:
-    return {"query": query, "with_no_data": with_no_data, "or_replace": or_replace}
+    """The Lance Namespace spec's ``CreateMaterializedViewRequest`` (plus
+    the server's ``or_replace``). ``with_no_data`` is always sent: the
+    server's default is the spec's, true (created unpopulated)."""
+    return {
+        "kind": "query",
+        "source_query": query,
+        "with_no_data": with_no_data,
+        "or_replace": or_replace,
+    }
+
+
+def created_job_id(answer: Any) -> str | None:
+    """The population job of a create answer ``{version, job_id, id,
+    action}`` (201): its id, or None when there is nothing to populate
+    (``with_no_data``, or an ``if_not_exists`` that skipped)."""
+    if not isinstance(answer, dict) or "job_id" not in answer:
+        raise MatviewError(f"the server did not answer a create: {answer!r}")
+    job_id = answer["job_id"]
+    return None if job_id is None else str(job_id)
 
 
 def refresh_body(
@@ -86,6 +104,11 @@ def refresh_body(
 
 def sql_call(text: str) -> Call:
     return Call("POST", "/v1/sql", body={"sql": text}, accept=ARROW_STREAM)
+
+
+def finished_status() -> dict[str, Any]:
+    """What ``Job.status`` says of a job the server did at once (it has no id)."""
+    return {"job_id": None, "job_state": "DONE", "state": "DONE", "result": None, "failure": None}
 
 
 def job_call(action: str, job_id: str) -> Call:

@@ -12,7 +12,11 @@ class MatviewError(Exception):
 
     ``message`` is the server's first line (PostgreSQL's wording where it
     has one), ``detail`` its ``DETAIL``/``HINT`` lines, ``code`` the
-    PostgreSQL condition name, ``status`` the HTTP status.
+    PostgreSQL condition name (the answer's ``condition``, e.g.
+    ``undefined_table``), ``lance_code`` the Lance Namespace error code
+    (the answer's integer ``code``: 4 TableNotFound, 5 TableAlreadyExists,
+    13 InvalidInput, 14 ConcurrentModification, ...), ``instance`` the
+    route that answered, ``status`` the HTTP status.
     """
 
     def __init__(
@@ -23,13 +27,17 @@ class MatviewError(Exception):
         detail: str | None = None,
         status: int | None = None,
         retryable: bool = False,
+        lance_code: int | None = None,
+        instance: str | None = None,
     ) -> None:
         super().__init__(message if not detail else f"{message}\n{detail}")
         self.message = message
         self.code = code
+        self.lance_code = lance_code
         self.detail = detail
         self.status = status
         self.retryable = retryable
+        self.instance = instance
 
 
 class ViewNotFound(MatviewError):
@@ -76,8 +84,19 @@ class JobFailed(MatviewError):
         self.failure = failure
 
 
+#: The condition a Lance Namespace error code stands for, for an answer
+#: that has a code but no ``condition``.
+_CONDITION_OF_LANCE_CODE: dict[int, str] = {
+    0: "feature_not_supported",
+    5: "duplicate_table",
+    14: "serialization_failure",
+}
+
+
 def error_from_response(status: int, body: bytes) -> MatviewError:
-    """The exception for an HTTP error answer ``{error, code, detail, retryable}``."""
+    """The exception for an HTTP error answer ``{error, code, condition,
+    detail, instance, retryable}`` (``code`` the Lance error code,
+    ``condition`` PostgreSQL's condition name)."""
     try:
         answer: Any = json.loads(body)
     except ValueError:
@@ -86,22 +105,33 @@ def error_from_response(status: int, body: bytes) -> MatviewError:
         text = body.decode("utf-8", "replace").strip() or f"HTTP {status}"
         return MatviewError(text, status=status)
     message = str(answer.get("error") or f"HTTP {status}")
-    code = answer.get("code")
+    raw_code = answer.get("code")
+    condition = answer.get("condition")
+    if condition is None and isinstance(raw_code, str):
+        condition = raw_code  # a server from before the Lance Namespace error codes
+    lance_code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else None
+    instance = answer.get("instance")
     kwargs: dict[str, Any] = {
-        "code": code,
+        "code": None if condition is None else str(condition),
+        "lance_code": lance_code,
         "detail": answer.get("detail"),
         "status": status,
         "retryable": bool(answer.get("retryable")),
+        "instance": None if instance is None else str(instance),
     }
+    # By PostgreSQL's condition name, as before; by the Lance code when
+    # the answer has no condition.
+    if condition is None:
+        condition = _CONDITION_OF_LANCE_CODE.get(lance_code) if lance_code is not None else None
     if status == 401:
         return Unauthorized(message, **kwargs)
     if status == 404:
         return ViewNotFound(message, **kwargs)
-    if status == 409 and code == "duplicate_table":
+    if status == 409 and condition == "duplicate_table":
         return ViewExists(message, **kwargs)
-    if status == 409 and code == "serialization_failure":
+    if status == 409 and condition == "serialization_failure":
         return CommitConflict(message, **kwargs)
-    if status == 400 and code == "feature_not_supported":
+    if status == 400 and condition == "feature_not_supported":
         return NotSupported(message, **kwargs)
     if status == 400:
         return InvalidQuery(message, **kwargs)

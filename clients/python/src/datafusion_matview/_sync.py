@@ -57,12 +57,18 @@ class Connection:
         or_replace: bool = False,
         namespace: Namespace = None,
     ) -> Job[None]:
-        """Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated."""
+        """Submits CREATE MATERIALIZED VIEW; the job ends when the view is populated.
+
+        The server commits the view's definition at once (unpopulated,
+        version 1) and populates it in a job (a refresh: version 2). With
+        ``with_no_data`` there is no job: the returned one is done already.
+        """
         body = _core.create_body(query, with_no_data, or_replace)
-        response = self._send(_core.view_call(name, namespace, "create", body))
-        if response.status_code == 200:  # nothing to compute: done already
+        answer = self._json(_core.view_call(name, namespace, "create", body))
+        job_id = _core.created_job_id(answer)
+        if job_id is None:  # nothing to compute: done already
             return Job.finished(self, None)
-        return Job(self, _core.expect_job_id(response.json()), lambda _: None)
+        return Job(self, job_id, lambda _: None)
 
     def create_materialized_view(
         self,
@@ -73,7 +79,11 @@ class Connection:
         or_replace: bool = False,
         namespace: Namespace = None,
     ) -> MaterializedView:
-        """CREATE MATERIALIZED VIEW, waiting for its population."""
+        """CREATE MATERIALIZED VIEW, waiting for its population.
+
+        When the population fails (:class:`JobFailed`), the view stays
+        created without data, as the server committed it.
+        """
         self.create_materialized_view_async(
             name, query, with_no_data=with_no_data, or_replace=or_replace, namespace=namespace
         ).wait()
@@ -197,9 +207,10 @@ class Job(Generic[T]):
 
     def status(self) -> dict[str, Any]:
         """The job's description: ``job_state`` (IN_PROGRESS, DONE, FAILED,
-        CANCELLED), ``result``, ``failure``..."""
+        CANCELLED; also as ``state``), ``job_type``, ``table`` (the view's
+        id), ``created_at_millis``, ``result``, ``failure``..."""
         if self.job_id is None:
-            return {"job_id": None, "job_state": "DONE", "result": None, "failure": None}
+            return _core.finished_status()
         state: dict[str, Any] = self._connection._json(_core.job_call("describe", self.job_id))
         return state
 
