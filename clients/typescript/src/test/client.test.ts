@@ -48,7 +48,8 @@ describe("a dfmv server", () => {
       { name: "n", type: "Int64", nullable: false },
       { name: "total", type: "Int64", nullable: true },
     ]);
-    assert.deepEqual([view.populated, view.freshness, view.rowCount, view.version], [true, "fresh", 2, 1]);
+    // Committed unpopulated (version 1), then populated by a refresh job (version 2).
+    assert.deepEqual([view.populated, view.freshness, view.rowCount, view.version], [true, "fresh", 2, 2]);
     assert.ok(view.lastRefreshed instanceof Date && !Number.isNaN(view.lastRefreshed.getTime()));
     assert.deepEqual(rows(await view.toArrow({ filter: "region = 'north'" })), [{ region: "north", n: 2, total: 12 }]);
 
@@ -64,10 +65,10 @@ describe("a dfmv server", () => {
       detail: "orders: 1 file(s) appended; merged into the existing groups",
       sourceVersion: result.sourceVersion,
       sourceVersions: {},
-      version: 2,
+      version: 3,
       upstream: [],
     });
-    assert.deepEqual([view.freshness, view.rowCount, view.version], ["fresh", 3, 2]);
+    assert.deepEqual([view.freshness, view.rowCount, view.version], ["fresh", 3, 3]);
     assert.equal((await view.refresh()).mode, "no_op");
     assert.equal((await view.refresh({ full: true })).mode, "full");
     const table = await view.toArrow({ columns: ["region", "total"], filter: "total > 6", limit: 10 });
@@ -91,15 +92,26 @@ describe("a dfmv server", () => {
     assert.ok(await job.done());
     const state = await job.status();
     assert.deepEqual([state.job_state, state.job_type], ["DONE", "CREATE_MATERIALIZED_VIEW"]);
+    assert.deepEqual([state.state, state.table], ["DONE", "jobs_v"]);
+    assert.ok(state.created_at_millis !== undefined && state.created_at_millis === state.creation_ms);
+    // The population is a refresh: its result a refresh result, the view's version 2.
+    const created = state.result as Record<string, unknown>;
+    assert.deepEqual([created.view, created.mode, created.rows_written, created.version], ["jobs_v", "full", 1, 2]);
     const view = await db.openMaterializedView("jobs_v");
     const refresh = await view.refreshAsync({ full: true });
     assert.equal((await refresh.wait()).mode, "full");
 
+    // WITH NO DATA: no job, the view's version 1.
     const empty = await db.createMaterializedViewAsync("jobs_empty", "SELECT 1 AS one", { withNoData: true });
     assert.equal(empty.jobId, null);
     assert.ok(await empty.done());
-    assert.equal((await db.openMaterializedView("jobs_empty")).populated, false);
+    assert.equal((await empty.status()).state, "DONE");
+    const opened = await db.openMaterializedView("jobs_empty");
+    assert.deepEqual([opened.populated, opened.version, opened.rowCount], [false, 1, null]);
+    // Without withNoData the client asks for data (the server's default is
+    // none): the replaced view starts again at version 1, its population makes 2.
     const replaced = await db.createMaterializedView("jobs_empty", "SELECT 2 AS two", { orReplace: true });
+    assert.deepEqual([replaced.populated, replaced.version], [true, 2]);
     assert.deepEqual(rows(await replaced.toArrow()), [{ two: 2 }]);
     assert.equal((await db.dropMaterializedViewAsync("jobs_empty")).jobId, null);
     await db.dropMaterializedView("jobs_v");
@@ -129,27 +141,36 @@ describe("a dfmv server", () => {
     const job = await view.refreshAsync();
     assert.equal((await job.cancel()).job_state, "CANCELLED");
     await assert.rejects(job.wait(), (e: unknown) => e instanceof JobFailed && e.state === "CANCELLED" && e.failure === null);
-    assert.equal((await view.reload()).version, 1);
+    assert.equal((await view.reload()).version, 2);
     assert.deepEqual(rows(await view.toArrow()), [{ n: 35750 }]);
   });
 
   test("every error class", async () => {
     await assert.rejects(db.openMaterializedView("nope"), (e: unknown) =>
-      e instanceof ViewNotFound && e.code === "undefined_table" && !e.retryable);
+      e instanceof ViewNotFound && e.code === "undefined_table" && e.lanceCode === 4 && !e.retryable &&
+      e.status === 404 && e.instance === "/v1/materialized_view/nope/describe");
     await db.createMaterializedView("errs", QUERY);
     await assert.rejects(db.createMaterializedView("errs", QUERY), (e: unknown) =>
-      e instanceof ViewExists && e.message === 'relation "errs" already exists');
+      e instanceof ViewExists && e.message === 'relation "errs" already exists' &&
+      e.code === "duplicate_table" && e.lanceCode === 5 && e.status === 409);
     await assert.rejects(db.createMaterializedView("bad", "SELECT nope FROM orders"), (e: unknown) =>
-      e instanceof InvalidQuery && e.message.includes("No field named nope"));
+      e instanceof InvalidQuery && e.message.includes("No field named nope") && e.lanceCode === 13);
+    assert.ok(!(await db.listMaterializedViews()).includes("bad"));
     const view = await db.openMaterializedView("errs");
     await assert.rejects(view.refresh({ sourceVersion: { orders: 1 } }), (e: unknown) =>
-      e instanceof NotSupported && e.message.includes("only materialized views have versions"));
+      e instanceof NotSupported && e.message.includes("only materialized views have versions") &&
+      e.code === "feature_not_supported" && e.lanceCode === 0);
+    // A query that plans but fails while it runs: the population job fails,
+    // and the view stays as the server committed it: no data.
     await assert.rejects(db.createMaterializedView("broken", "SELECT CAST(region AS INT) AS r FROM orders"), (e: unknown) =>
       e instanceof JobFailed && e.state === "FAILED" && e.failure?.phase === "execute" &&
       /Cannot cast string '[a-z]+' to value of Int32 type/.test(e.failure.message));
-    assert.ok(!(await db.listMaterializedViews()).includes("broken"));
+    const broken = await db.openMaterializedView("broken");
+    assert.deepEqual([broken.populated, broken.version], [false, 1]);
+    await db.dropMaterializedView("broken");
     await assert.rejects(connect(server.url, { token: "wrong" }).listMaterializedViews(), (e: unknown) =>
-      e instanceof Unauthorized && e.message.includes("bearer token"));
+      e instanceof Unauthorized && e.message.includes("missing or wrong token") &&
+      e.code === "unauthorized" && e.lanceCode === 16);
     await assert.rejects(connect(server.url).sql("SELECT 1"), Unauthorized);
     for (const cls of [ViewNotFound, ViewExists, CommitConflict, InvalidQuery, Unauthorized, JobFailed, NotSupported]) {
       assert.ok(cls.prototype instanceof MatviewError);
@@ -162,17 +183,20 @@ describe("a dfmv server", () => {
     const top = await db.createMaterializedView("pin_top", "SELECT sum(amount) AS s FROM pin_base");
     const before = rows(await top.toArrow())[0].s as number;
     server.append("pin.csv", "region,amount\nwest,100\n");
-    assert.equal((await base.refresh()).version, 2);
-    assert.deepEqual((await top.refresh()).sourceVersions, { "datafusion$public$pin_base": 2 });
+    // Version 1 is each view's definition, 2 its first data.
+    assert.deepEqual([base.version, top.version], [2, 2]);
+    assert.equal((await base.refresh()).version, 3);
+    assert.deepEqual((await top.refresh()).sourceVersions, { "datafusion$public$pin_base": 3 });
     assert.deepEqual(rows(await top.toArrow()), [{ s: before + 100 }]);
 
-    const pinned = await top.refresh({ sourceVersion: { pin_base: 1 } });
-    assert.deepEqual(pinned.sourceVersions, { "datafusion$public$pin_base": 1 });
-    assert.ok(pinned.detail.endsWith("; read pin_base at version 1"), pinned.detail);
+    const pinned = await top.refresh({ sourceVersion: { pin_base: 2 } });
+    assert.deepEqual(pinned.sourceVersions, { "datafusion$public$pin_base": 2 });
+    assert.ok(pinned.detail.endsWith("; read pin_base at version 2"), pinned.detail);
     assert.deepEqual(rows(await top.toArrow()), [{ s: before }]);
-    assert.deepEqual([top.freshness, top.version], ["stale", 3]);
-    await assert.rejects(top.refresh({ sourceVersion: { pin_base: 3 } }), (e: unknown) =>
-      e instanceof InvalidQuery && e.code === "invalid_parameter_value" && e.message.includes("its versions are 1 to 2"));
+    assert.deepEqual([top.freshness, top.version], ["stale", 4]);
+    await assert.rejects(top.refresh({ sourceVersion: { pin_base: 4 } }), (e: unknown) =>
+      e instanceof InvalidQuery && e.code === "invalid_parameter_value" && e.lanceCode === 13 &&
+      e.message.includes("its versions are 1 to 3"));
     await db.dropMaterializedView("pin_top");
     await db.dropMaterializedView("pin_base");
   });
@@ -182,9 +206,24 @@ test("a lost commit race is a retryable CommitConflict", () => {
   // The server answers 409 serialization_failure when another writer
   // committed first (tests/server.rs provokes it with two servers).
   const e = errorFromResponse(409, JSON.stringify({
-    error: 'could not commit to materialized view "v"', code: "serialization_failure",
-    detail: "HINT: Retry.", retryable: true,
+    error: 'could not commit to materialized view "v"', code: 14, condition: "serialization_failure",
+    detail: "HINT: Retry.", instance: "/v1/materialized_view/v/refresh", retryable: true,
   }));
   assert.ok(e instanceof CommitConflict && e.retryable);
   assert.equal(e.message, 'could not commit to materialized view "v"\nHINT: Retry.');
+  assert.deepEqual([e.code, e.lanceCode, e.instance], ["serialization_failure", 14, "/v1/materialized_view/v/refresh"]);
+});
+
+test("error classes from Lance codes alone, and from older answers", () => {
+  // A Lance code without a condition (another Lance Namespace server)...
+  const exists = errorFromResponse(409, JSON.stringify({ error: "exists", code: 5 }));
+  assert.ok(exists instanceof ViewExists);
+  assert.deepEqual([exists.code, exists.lanceCode], [undefined, 5]);
+  assert.ok(errorFromResponse(409, JSON.stringify({ error: "lost", code: 14 })) instanceof CommitConflict);
+  assert.ok(errorFromResponse(400, JSON.stringify({ error: "no", code: 0 })) instanceof NotSupported);
+  // ...and the condition as `code` (servers before the Lance error codes).
+  const old = errorFromResponse(409, JSON.stringify({ error: "exists", code: "duplicate_table" }));
+  assert.ok(old instanceof ViewExists);
+  assert.deepEqual([old.code, old.lanceCode], ["duplicate_table", undefined]);
+  assert.equal(errorFromResponse(502, "Bad Gateway").message, "Bad Gateway");
 });
