@@ -1924,3 +1924,93 @@ async fn queries_see_files_that_landed_since_the_last_one() {
     assert_eq!(server.rows("SELECT n FROM n").await, json!([{"n": 5}]));
     server.stop().await;
 }
+
+/// Issue 30's load test: 8 Flight SQL clients, each on its own connection
+/// with its own settings (its default schema), 50 statements each, mixed:
+/// queries of a view named alike in every client's schema, prepared
+/// statements with a parameter, queries of the shared table, refreshes.
+/// Every answer must be the client's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_8_flight_sql_clients_each_in_its_own_session() {
+    const CLIENTS: i64 = 8;
+    const STATEMENTS: usize = 50;
+    let server = TestServer::start(with_flight()).await;
+    let addr = server.flight.unwrap();
+    let started = std::time::Instant::now();
+    let mut tasks = vec![];
+    for k in 0..CLIENTS {
+        tasks.push(tokio::spawn(async move {
+            let mut client = flight_client(addr).await;
+            query(&mut client, &format!("CREATE SCHEMA c{k}")).await;
+            query(
+                &mut client,
+                &format!("SET datafusion.catalog.default_schema = 'c{k}'"),
+            )
+            .await;
+            query(
+                &mut client,
+                &format!("CREATE MATERIALIZED VIEW mine AS SELECT {k} AS k"),
+            )
+            .await;
+            let mut prepared = client
+                .prepare("SELECT k + $1 AS k FROM mine".into(), None)
+                .await
+                .unwrap();
+            let mut latencies = vec![];
+            for i in 0..STATEMENTS {
+                let at = std::time::Instant::now();
+                match i % 5 {
+                    0 | 1 => {
+                        let rows = query(&mut client, "SELECT k FROM mine").await;
+                        assert_eq!(strings(&rows, "k"), [k.to_string()], "client {k}");
+                    }
+                    2 => {
+                        let params = RecordBatch::try_from_iter([(
+                            "$1",
+                            Arc::new(datafusion::arrow::array::Int64Array::from(vec![i as i64]))
+                                as Arc<dyn Array>,
+                        )])
+                        .unwrap();
+                        prepared.set_parameters(params).unwrap();
+                        let info = prepared.execute().await.unwrap();
+                        let rows = fetch(&mut client, info).await;
+                        assert_eq!(strings(&rows, "k"), [(k + i as i64).to_string()]);
+                    }
+                    3 => {
+                        let rows =
+                            query(&mut client, "SELECT count(*) AS n FROM public.orders").await;
+                        assert_eq!(strings(&rows, "n"), ["3"]);
+                    }
+                    _ => {
+                        let rows = query(&mut client, "REFRESH MATERIALIZED VIEW mine").await;
+                        assert_eq!(strings(&rows, "mode"), ["no_op"], "client {k}");
+                    }
+                }
+                latencies.push(at.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut latencies = vec![];
+    for task in tasks {
+        latencies.extend(task.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize].as_secs_f64() * 1000.0;
+    println!(
+        "flight load: {} statements from {CLIENTS} clients, each in its own session, in {:.2} s: \
+         {:.0} statements/s; p50 {:.1} ms, p99 {:.1} ms",
+        latencies.len(),
+        elapsed.as_secs_f64(),
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        at(0.5),
+        at(0.99)
+    );
+    // The server's own session was not moved by any client's SET.
+    assert_eq!(
+        server.rows("SELECT count(*) AS n FROM orders").await,
+        json!([{"n": 3}])
+    );
+    server.stop().await;
+}
