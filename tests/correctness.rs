@@ -1169,3 +1169,82 @@ async fn a_file_removed_under_a_folder_named_by_path_is_not_looked_for() {
     assert_eq!(count(&s, "SELECT c FROM v").await, 3);
     assert_eq!(freshness(&s, "v").await, "fresh");
 }
+
+/// Issue 37's measurement (not part of the default run): the cost of
+/// listing a 1,000-file table for each statement, against DataFusion's
+/// listing kept for the session, on a local folder and on the S3 test
+/// server. Run with `cargo test --test correctness listing_cost -- --ignored
+/// --nocapture` (with DFMV_TEST_S3_ENDPOINT for the S3 half).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn listing_cost_per_statement_on_a_1000_file_table() {
+    use object_store::ObjectStoreExt;
+    const FILES: usize = 1000;
+    const RUNS: usize = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    for i in 0..FILES {
+        std::fs::write(data.join(format!("f{i:04}.csv")), format!("k\n{i}\n")).unwrap();
+    }
+    let mut places = vec![("local", format!("{}/", data.display()), None)];
+    if let Some(endpoint) = common::s3_endpoint() {
+        let store = common::s3_store(&endpoint);
+        let prefix = format!("listing-{}", std::process::id());
+        let puts = (0..FILES).map(|i| {
+            let store = Arc::clone(&store);
+            let path = object_store::path::Path::from(format!("{prefix}/f{i:04}.csv"));
+            async move { store.put(&path, format!("k\n{i}\n").into()).await.unwrap() }
+        });
+        futures::future::join_all(puts).await;
+        let url = format!("s3://{}/{prefix}/", common::s3_bucket());
+        places.push(("S3 test server", url, Some(store)));
+    }
+    for (place, location, store) in places {
+        let mut each = vec![];
+        for per_statement in [false, true] {
+            let ctx = SessionContext::new();
+            if let Some(store) = &store {
+                let bucket = url::Url::parse(&format!("s3://{}", common::s3_bucket())).unwrap();
+                ctx.register_object_store(&bucket, Arc::clone(store));
+            }
+            let session = MatviewSession::open_with_options(
+                ctx,
+                dir.path()
+                    .join(format!("catalog-{per_statement}"))
+                    .to_str()
+                    .unwrap(),
+                MatviewOptions {
+                    list_files_per_statement: per_statement,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+            session
+                .sql(&format!(
+                    "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '{location}'"
+                ))
+                .await
+                .unwrap();
+            let count = "SELECT count(*) AS n FROM t";
+            session.sql(count).await.unwrap().collect().await.unwrap();
+            let started = std::time::Instant::now();
+            for _ in 0..RUNS {
+                let batches = session.sql(count).await.unwrap().collect().await.unwrap();
+                assert_eq!(
+                    batches[0].column(0).as_primitive::<Int64Type>().value(0),
+                    FILES as i64
+                );
+            }
+            each.push(started.elapsed().as_secs_f64() * 1000.0 / RUNS as f64);
+        }
+        println!(
+            "{place}: SELECT count(*) over {FILES} files: {:.1} ms with the session's listing, \
+             {:.1} ms listing per statement (+{:.1} ms)",
+            each[0],
+            each[1],
+            each[1] - each[0]
+        );
+    }
+}
