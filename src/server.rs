@@ -533,7 +533,10 @@ pub struct Server {
 
 impl Server {
     /// Binds the addresses of `options` (so a port 0 is known before
-    /// [`Self::run`]) over `session`'s catalog.
+    /// [`Self::run`]) over `session`'s catalog. From then on `session`
+    /// (and every clone of it) reads and writes only what
+    /// [`access`] allows the server's clients; refuses a non-loopback
+    /// address without a token unless [`ServerOptions::no_auth`].
     pub async fn bind(session: MatviewSession, options: ServerOptions) -> Result<Self> {
         Self::bind_with(session, options, None).await
     }
