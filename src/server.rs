@@ -262,10 +262,55 @@ impl Shared {
             && matches!(statements[0].0, crate::sql::Statement::Create(_))
             && let Some((crate::sql::Statement::Create(create), _)) = statements.pop()
         {
+            let _locks = self
+                .lock_views(session, std::slice::from_ref(&create.name))
+                .await?;
             let outcome = session.create_materialized_view(&create).await?;
             return Ok(ctx.read_batch(crate::session::CreateOutcome::batch(&[outcome]))?);
         }
-        session.execute_all(statements).await
+        // One statement at a time, each changing a view under that view's
+        // lock, as the job routes do.
+        let count = statements.len();
+        let mut last = None;
+        for (i, statement) in statements.into_iter().enumerate() {
+            let names: Vec<_> = match &statement.0 {
+                crate::sql::Statement::Create(c) => vec![c.name.clone()],
+                crate::sql::Statement::Refresh(r) => vec![r.name.clone()],
+                crate::sql::Statement::Drop(d) => d.names.clone(),
+                _ => vec![],
+            };
+            let _locks = self.lock_views(session, &names).await?;
+            let df = session.execute_all(vec![statement]).await?;
+            if i + 1 < count {
+                df.collect().await?;
+            } else {
+                last = Some(df);
+            }
+        }
+        match last {
+            Some(df) => Ok(df),
+            None => session.execute_all(vec![]).await,
+        }
+    }
+
+    /// The job routes' locks of the views `names` (as `session` resolves
+    /// them), taken in name order so two statements cannot deadlock.
+    async fn lock_views(
+        &self,
+        session: &MatviewSession,
+        names: &[datafusion::sql::sqlparser::ast::ObjectName],
+    ) -> Result<Vec<tokio::sync::OwnedMutexGuard<()>>> {
+        let mut qualified = names
+            .iter()
+            .map(|n| crate::sql::qualify(session.context(), n))
+            .collect::<Result<Vec<_>>>()?;
+        qualified.sort();
+        qualified.dedup();
+        let mut guards = vec![];
+        for name in qualified {
+            guards.push(self.jobs.view_lock(&name).lock_owned().await);
+        }
+        Ok(guards)
     }
 
     /// Refuses what a client may not do through the server: settings that
