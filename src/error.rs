@@ -403,15 +403,7 @@ impl Error {
     /// local file system's I/O error, whose path is only in the text).
     pub(crate) fn refusals(&self) -> Vec<Option<String>> {
         let mut found = vec![];
-        // A transparent variant's `source()` skips the error it wraps.
-        let first: &(dyn std::error::Error + 'static) = match self {
-            Error::ObjectStore(e) => e,
-            Error::DataFusion(e) => e,
-            other => other,
-        };
-        let mut next = Some(first);
-        while let Some(error) = next {
-            next = error.source();
+        for error in self.causes() {
             if let Some(store) = error.downcast_ref::<object_store::Error>() {
                 if let object_store::Error::PermissionDenied { path, .. }
                 | object_store::Error::Unauthenticated { path, .. } = store
@@ -426,14 +418,32 @@ impl Error {
                 {
                     found.push(None);
                 }
-                // An I/O error made from another error hides it from
-                // `source()`: look inside.
-                if let Some(inner) = io.get_ref() {
-                    next = Some(inner);
-                }
             }
         }
         found
+    }
+
+    /// This error and its causes, outermost first: through the error a
+    /// transparent variant wraps (whose `source()` skips it) and into an
+    /// I/O error made from another error (which `source()` hides).
+    pub(crate) fn causes(&self) -> Vec<&(dyn std::error::Error + 'static)> {
+        let first: &(dyn std::error::Error + 'static) = match self {
+            Error::ObjectStore(e) => e,
+            Error::DataFusion(e) => e,
+            other => other,
+        };
+        let mut chain = vec![];
+        let mut next = Some(first);
+        while let Some(error) = next {
+            chain.push(error);
+            next = error.source().or_else(|| {
+                error
+                    .downcast_ref::<std::io::Error>()
+                    .and_then(|io| io.get_ref())
+                    .map(|inner| inner as &(dyn std::error::Error + 'static))
+            });
+        }
+        chain
     }
 
     /// Wraps this error for returning from a DataFusion trait method.

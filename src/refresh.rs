@@ -467,12 +467,13 @@ fn check_columns(file: &str, found: &Schema, wanted: &Schema) -> Result<()> {
     }
     Err(Error::ColumnsMismatch {
         file: file.to_owned(),
-        found: describe(found),
-        wanted: describe(wanted),
+        found: describe_columns(found),
+        wanted: describe_columns(wanted),
     })
 }
 
-fn describe(schema: &Schema) -> String {
+/// `name type, ...` of `schema`'s columns, for messages.
+pub(crate) fn describe_columns(schema: &Schema) -> String {
     schema
         .fields()
         .iter()

@@ -265,25 +265,11 @@ impl Refusal {
 
     /// The refusal in `error`'s chain of causes, if there is one.
     pub(crate) fn find(error: &Error) -> Option<Error> {
-        let first: &(dyn std::error::Error + 'static) = match error {
-            Error::ObjectStore(e) => e,
-            Error::DataFusion(e) => e,
-            other => other,
-        };
-        let mut next = Some(first);
-        while let Some(e) = next {
-            if let Some(refusal) = e.downcast_ref::<Refusal>() {
-                return Some(refusal.error());
-            }
-            next = e.source().or_else(|| {
-                // An I/O error made from another error hides it from
-                // `source()`.
-                e.downcast_ref::<std::io::Error>()
-                    .and_then(|io| io.get_ref())
-                    .map(|inner| inner as &(dyn std::error::Error + 'static))
-            });
-        }
-        None
+        error
+            .causes()
+            .into_iter()
+            .find_map(|e| e.downcast_ref::<Refusal>())
+            .map(Refusal::error)
     }
 }
 
@@ -355,6 +341,18 @@ impl GuardedStore {
     fn check_prefix(&self, prefix: Option<&Path>) -> object_store::Result<()> {
         self.check(&prefix.cloned().unwrap_or_default())
     }
+
+    /// `list()` when `prefix` is allowed; else one refusal.
+    fn listing(
+        &self,
+        prefix: Option<&Path>,
+        list: impl FnOnce() -> BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        match self.check_prefix(prefix) {
+            Ok(()) => list(),
+            Err(e) => futures::stream::once(async { Err(e) }).boxed(),
+        }
+    }
 }
 
 #[async_trait]
@@ -404,10 +402,7 @@ impl ObjectStore for GuardedStore {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        match self.check_prefix(prefix) {
-            Ok(()) => self.inner.list(prefix),
-            Err(e) => futures::stream::once(async { Err(e) }).boxed(),
-        }
+        self.listing(prefix, || self.inner.list(prefix))
     }
 
     fn list_with_offset(
@@ -415,10 +410,7 @@ impl ObjectStore for GuardedStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        match self.check_prefix(prefix) {
-            Ok(()) => self.inner.list_with_offset(prefix, offset),
-            Err(e) => futures::stream::once(async { Err(e) }).boxed(),
-        }
+        self.listing(prefix, || self.inner.list_with_offset(prefix, offset))
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {

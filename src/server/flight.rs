@@ -437,16 +437,6 @@ impl Drop for Producer {
     }
 }
 
-/// `name type` of each column of `schema`, for a message.
-fn columns(schema: &Schema) -> String {
-    schema
-        .fields()
-        .iter()
-        .map(|f| format!("{} {}", f.name(), f.data_type()))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Parameter values from the first row of `batch`, `$1` the first column.
 fn param_values(batch: &RecordBatch) -> std::result::Result<ParamValues, Status> {
     if batch.num_rows() != 1 {
@@ -740,8 +730,8 @@ impl FlightSqlService for FlightSql {
                     "the relations this prepared statement reads have changed since it was \
                      prepared: it announced columns ({}), it would now answer ({}); prepare it \
                      again",
-                    columns(&announced),
-                    columns(now)
+                    crate::refresh::describe_columns(&announced),
+                    crate::refresh::describe_columns(now)
                 )));
             }
             if let Some(params) = params {

@@ -381,34 +381,30 @@ async fn check_output_schema(
         .statement_to_plan(statement)
         .await
         .map_err(|e| ApiError::from(Error::from(e)))?;
-    let actual: Vec<(String, datafusion::arrow::datatypes::DataType)> = plan
-        .schema()
-        .fields()
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let name = columns.get(i).cloned().unwrap_or_else(|| f.name().clone());
-            (name, f.data_type().clone())
-        })
-        .collect();
-    let wanted: Vec<(String, datafusion::arrow::datatypes::DataType)> = expected
-        .fields()
-        .iter()
-        .map(|f| (f.name().clone(), f.data_type().clone()))
-        .collect();
-    if actual != wanted {
-        let show = |cols: &[(String, datafusion::arrow::datatypes::DataType)]| {
-            cols.iter()
-                .map(|(n, t)| format!("{n} {t}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+    let actual = datafusion::arrow::datatypes::Schema::new(
+        plan.schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let name = columns.get(i).unwrap_or_else(|| f.name());
+                f.as_ref().clone().with_name(name)
+            })
+            .collect::<Vec<_>>(),
+    );
+    let same = actual.fields().len() == expected.fields().len()
+        && actual
+            .fields()
+            .iter()
+            .zip(expected.fields())
+            .all(|(a, e)| a.name() == e.name() && a.data_type() == e.data_type());
+    if !same {
         return Err(invalid(
             "schema_mismatch",
             format!(
                 "output_schema ({}) is not what the query answers ({})",
-                show(&wanted),
-                show(&actual)
+                crate::refresh::describe_columns(&expected),
+                crate::refresh::describe_columns(&actual)
             ),
         ));
     }
@@ -522,19 +518,12 @@ async fn create(
         let delimiter = query.delimiter().to_owned();
         let job_id = shared
             .jobs
-            .submit("CREATE_MATERIALIZED_VIEW", name, spec, async move {
-                let source_version = match session.catalog().reload().await {
-                    Ok(index) => index.version,
-                    Err(e) => return Err(("execute", e)),
-                };
-                match session.refresh_at(&statement, &BTreeMap::new()).await {
-                    Ok(outcomes) => Ok(outcomes
-                        .first()
-                        .map(|o| refresh_result(o, source_version, &delimiter))
-                        .unwrap_or(Value::Null)),
-                    Err(e) => Err((phase_of(&e), e)),
-                }
-            })
+            .submit(
+                "CREATE_MATERIALIZED_VIEW",
+                name,
+                spec,
+                refresh_job(session, statement, BTreeMap::new(), delimiter),
+            )
             .map_err(|mut refused| {
                 refused.detail = Some(format!(
                     "The view was created without data (version {}): populate it with the \
@@ -546,6 +535,34 @@ async fn create(
         answer["job_id"] = json!(job_id);
     }
     Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
+}
+
+/// A refresh job's work: `statement` with `pins`, answering the view's
+/// result with those of what CASCADE refreshed first as `upstream`.
+async fn refresh_job(
+    session: crate::session::MatviewSession,
+    statement: RefreshMaterializedView,
+    pins: BTreeMap<QualifiedName, u64>,
+    delimiter: String,
+) -> super::jobs::JobOutcome {
+    let source_version = match session.catalog().reload().await {
+        Ok(index) => index.version,
+        Err(e) => return Err(("execute", e)),
+    };
+    let outcomes = session
+        .refresh_at(&statement, &pins)
+        .await
+        .map_err(|e| (phase_of(&e), e))?;
+    let result = |o| refresh_result(o, source_version, &delimiter);
+    let (last, upstream) = outcomes.split_last().ok_or_else(|| {
+        (
+            "execute",
+            Error::NotSupported("the refresh refreshed nothing".into()),
+        )
+    })?;
+    let mut value = result(last);
+    value["upstream"] = Value::Array(upstream.iter().map(result).collect());
+    Ok(value)
 }
 
 /// Where a job's error happened.
@@ -752,28 +769,12 @@ async fn refresh(
         spec["source_version"] = pins.clone();
     }
     let session = shared.session.clone();
-    let job_id = shared
-        .jobs
-        .submit("REFRESH_MATERIALIZED_VIEW", name, spec, async move {
-            let source_version = match session.catalog().reload().await {
-                Ok(index) => index.version,
-                Err(e) => return Err(("execute", e)),
-            };
-            let outcomes = session
-                .refresh_at(&statement, &pins)
-                .await
-                .map_err(|e| (phase_of(&e), e))?;
-            let result = |o| refresh_result(o, source_version, &delimiter);
-            let (last, upstream) = outcomes.split_last().ok_or_else(|| {
-                (
-                    "execute",
-                    Error::NotSupported("the refresh refreshed nothing".into()),
-                )
-            })?;
-            let mut value = result(last);
-            value["upstream"] = Value::Array(upstream.iter().map(result).collect());
-            Ok(value)
-        })?;
+    let job_id = shared.jobs.submit(
+        "REFRESH_MATERIALIZED_VIEW",
+        name,
+        spec,
+        refresh_job(session, statement, pins, delimiter),
+    )?;
     Ok((
         StatusCode::ACCEPTED,
         axum::Json(json!({ "job_id": job_id })),

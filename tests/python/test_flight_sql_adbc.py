@@ -7,7 +7,6 @@ refreshes, lists and drops views through ``adbc-driver-flightsql`` and
 """
 
 import os
-import pathlib
 import signal
 import subprocess
 
@@ -17,15 +16,7 @@ import adbc_driver_manager
 import pyarrow as pa
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOKEN = "s3cr3t"
-
-
-def dfmv_bin() -> str:
-    path = os.environ.get("DFMV_BIN") or str(ROOT / "target" / "debug" / "dfmv")
-    if not os.path.exists(path):
-        raise RuntimeError(f"no dfmv binary at {path}: run `cargo build --bin dfmv` or set DFMV_BIN")
-    return path
+from conftest import ROOT, TOKEN, dfmv_bin
 
 
 @pytest.fixture

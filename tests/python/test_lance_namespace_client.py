@@ -9,7 +9,6 @@ Run with ``python3 -m pytest tests/python``.
 import base64
 import json
 import os
-import pathlib
 import signal
 import subprocess
 import time
@@ -28,15 +27,7 @@ from lance_namespace_urllib3_client.exceptions import (
     UnauthorizedException,
 )
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOKEN = "s3cr3t"
-
-
-def dfmv_bin() -> str:
-    path = os.environ.get("DFMV_BIN") or str(ROOT / "target" / "debug" / "dfmv")
-    if not os.path.exists(path):
-        raise RuntimeError(f"no dfmv binary at {path}: run `cargo build --bin dfmv` or set DFMV_BIN")
-    return path
+from conftest import ROOT, TOKEN, dfmv_bin
 
 
 def start(tmp_path, *flags):
