@@ -27,7 +27,7 @@ from lance_namespace_urllib3_client.exceptions import (
     UnauthorizedException,
 )
 
-from conftest import ROOT, TOKEN, dfmv_bin
+from conftest import TOKEN, dfmv_bin
 
 
 def start(tmp_path, *flags):
