@@ -1901,6 +1901,31 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
         "{error}"
     );
 
+    // Started as the README shows, it answers no web page: a foreign
+    // Origin, a rebound Host name, a body a form can send; and it reads
+    // no file it was not given.
+    let copy = format!(
+        r#"{{"sql": "COPY (SELECT 1 AS x) TO '{}'"}}"#,
+        dir.join("stolen.csv").display()
+    );
+    let forged: [&[(&str, &str)]; 3] = [
+        &[("Origin", "https://evil.example")],
+        &[("Host", "rebind.evil.example")],
+        &[("Content-Type", "text/plain")],
+    ];
+    for (headers, (status, code)) in forged.into_iter().zip([(403, 15), (421, 15), (415, 13)]) {
+        let (got, error) = common::http_with(&addr, "POST", "/v1/sql", headers, &copy);
+        assert_eq!(
+            (got, &error["code"]),
+            (status, &serde_json::json!(code)),
+            "{headers:?}: {error}"
+        );
+    }
+    let (status, error) = common::http(&addr, "POST", "/v1/sql", &copy);
+    assert_eq!(status, 403, "{error}");
+    assert_eq!(error["condition"], "insufficient_privilege", "{error}");
+    assert!(!dir.join("stolen.csv").exists());
+
     // SIGTERM: a clean stop, and one log line per request.
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -1937,6 +1962,10 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
             "POST /v1/materialized_view/totals/refresh 202",
             "POST /v1/sql 200",
             "POST /v1/materialized_view/nope/describe 404",
+            "POST /v1/sql 403",
+            "POST /v1/sql 421",
+            "POST /v1/sql 415",
+            "POST /v1/sql 403",
         ]
     );
     // The view the server refreshed is what a later dfmv reads.

@@ -134,16 +134,31 @@ pub fn sorted_text(batches: Vec<datafusion::arrow::array::RecordBatch>) -> Strin
 /// One HTTP/1.1 request over a fresh connection: the status and the body
 /// as JSON.
 pub fn http(addr: &str, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+    http_with(addr, method, path, &[], body)
+}
+
+/// [`http`] with `headers` in place of its own `Host` and `Content-Type`
+/// (and any others): for requests as a web page would send them.
+pub fn http_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, serde_json::Value) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to dfmv serve");
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nAccept: application/json\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nConnection: close\r\nAccept: application/json\r\n");
+    for (name, default) in [("Host", addr), ("Content-Type", "application/json")] {
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            head.push_str(&format!("{name}: {default}\r\n"));
+        }
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    write!(stream, "{head}Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
     let mut response = String::new();
     stream.read_to_string(&mut response).unwrap();
     let (head, mut payload) = response.split_once("\r\n\r\n").expect("an HTTP answer");
