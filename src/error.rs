@@ -410,14 +410,14 @@ impl Error {
                 {
                     found.push(Some(path.clone()));
                 }
-            } else if let Some(io) = error.downcast_ref::<std::io::Error>() {
-                if matches!(
+            } else if let Some(io) = error.downcast_ref::<std::io::Error>()
+                && matches!(
                     io.kind(),
                     std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem
-                ) && io.get_ref().is_none()
-                {
-                    found.push(None);
-                }
+                )
+                && io.get_ref().is_none()
+            {
+                found.push(None);
             }
         }
         found
