@@ -356,12 +356,8 @@ impl Shared {
                 if !is_setting {
                     return Ok(());
                 }
-                let plan = session
-                    .context()
-                    .state()
-                    .statement_to_plan(statement.as_ref().clone())
-                    .await?;
                 let state = session.context().state();
+                let plan = state.statement_to_plan(statement.as_ref().clone()).await?;
                 let current = state.config().options();
                 return match &plan {
                     LogicalPlan::Statement(PlanStatement::SetVariable(set)) => {

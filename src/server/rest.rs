@@ -346,18 +346,14 @@ fn check_body_id(body_id: Option<&[String]>, parts: &[String], route: &str) -> A
     }
 }
 
-/// Checks `encoded` (base64 of an Arrow IPC schema) against the columns
-/// `query` answers, renamed by `columns`: the same names and types in the
-/// same order (nullability is the query's to decide).
-async fn check_output_schema(
-    shared: &Shared,
-    query: &datafusion::sql::sqlparser::ast::Query,
-    columns: &[String],
+/// Checks `encoded` (base64 of an Arrow IPC schema) against `actual`, the
+/// columns the view's query answers: the same names and types in the same
+/// order (nullability is the query's to decide).
+fn check_output_schema(
+    actual: &datafusion::arrow::datatypes::Schema,
     encoded: &str,
 ) -> ApiResult<()> {
     use base64::Engine;
-    use datafusion::sql::parser::Statement as DFStatement;
-    use datafusion::sql::sqlparser::ast::Statement as SQLStatement;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
         .map_err(|e| {
@@ -373,25 +369,6 @@ async fn check_output_schema(
                 format!("output_schema is not an Arrow IPC schema: {e}"),
             )
         })?;
-    let statement = DFStatement::Statement(Box::new(SQLStatement::Query(Box::new(query.clone()))));
-    let plan = shared
-        .session
-        .context()
-        .state()
-        .statement_to_plan(statement)
-        .await
-        .map_err(|e| ApiError::from(Error::from(e)))?;
-    let actual = datafusion::arrow::datatypes::Schema::new(
-        plan.schema()
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let name = columns.get(i).unwrap_or_else(|| f.name());
-                f.as_ref().clone().with_name(name)
-            })
-            .collect::<Vec<_>>(),
-    );
     let same = actual.fields().len() == expected.fields().len()
         && actual
             .fields()
@@ -404,7 +381,7 @@ async fn check_output_schema(
             format!(
                 "output_schema ({}) is not what the query answers ({})",
                 crate::refresh::describe_columns(&expected),
-                crate::refresh::describe_columns(&actual)
+                crate::refresh::describe_columns(actual)
             ),
         ));
     }
@@ -480,9 +457,9 @@ async fn create(
     };
     shared.check_paths(&shared.session, create.query.as_ref())?;
     // The errors a CREATE finds before computing anything are answered now.
-    shared.session.check_create(&create).await?;
-    if let Some(encoded) = &request.output_schema {
-        check_output_schema(&shared, &create.query, &request.columns, encoded).await?;
+    let columns = shared.session.check_create_columns(&create).await?;
+    if let (Some(encoded), Some(columns)) = (&request.output_schema, &columns) {
+        check_output_schema(columns, encoded)?;
     }
     let populate = !request.with_no_data;
     if populate {

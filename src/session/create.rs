@@ -65,8 +65,21 @@ impl MatviewSession {
     /// reading it rely on), without changing anything: a server answers
     /// these errors before it queues the population as a job.
     pub async fn check_create(&self, create: &CreateMaterializedView) -> Result<()> {
+        self.check_create_columns(create).await.map(|_| ())
+    }
+
+    /// [`Self::check_create`], answering the columns the view would have
+    /// (named as its column list says); `None` when IF NOT EXISTS finds
+    /// the name taken.
+    pub(crate) async fn check_create_columns(
+        &self,
+        create: &CreateMaterializedView,
+    ) -> Result<Option<Schema>> {
         self.sync().await?;
-        self.prepare_create(create).await.map(|_| ())
+        Ok(match self.prepare_create(create).await? {
+            Prepared::Skipped(_) => None,
+            Prepared::Ready(ready) => Some(ready.plan.schema().as_arrow().clone()),
+        })
     }
 
     pub(super) async fn create(

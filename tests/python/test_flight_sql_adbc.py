@@ -6,9 +6,6 @@ refreshes, lists and drops views through ``adbc-driver-flightsql`` and
 ``pyarrow``. Run with ``python3 -m pytest tests/python``.
 """
 
-import os
-import signal
-import subprocess
 
 import adbc_driver_flightsql
 import adbc_driver_flightsql.dbapi as flight_sql
@@ -16,7 +13,7 @@ import adbc_driver_manager
 import pyarrow as pa
 import pytest
 
-from conftest import ROOT, TOKEN, dfmv_bin
+from conftest import ROOT, TOKEN, serve, stop
 
 
 @pytest.fixture
@@ -24,26 +21,13 @@ def server(tmp_path):
     """A running `dfmv serve` with a token; yields (grpc uri, folder)."""
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "jan.csv").write_text("region,amount\nnorth,10\nsouth,5\nnorth,2\n")
-    env = dict(os.environ, HOME=str(tmp_path), DFMV_TOKEN=TOKEN)
-    proc = subprocess.Popen(
-        [dfmv_bin(), "--catalog", str(tmp_path / "catalog"), "serve",
-         "--http", "127.0.0.1:0", "--flight-sql", "127.0.0.1:0",
-         "--data-dir", str(tmp_path / "src")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    uri = None
-    for _ in range(3):
-        line = proc.stdout.readline()
-        if line.startswith("Flight SQL on "):
-            uri = line.split(" on ", 1)[1].strip()
+    proc, addresses = serve(tmp_path, "--flight-sql", "127.0.0.1:0", "--data-dir", str(tmp_path / "src"))
+    uri = addresses.get("Flight SQL")
     assert uri and uri.startswith("grpc://127.0.0.1:"), f"no Flight SQL address: {proc.stderr.read()}"
     try:
         yield uri, tmp_path
     finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 0, err
-        assert err.endswith("dfmv serve: stopped\n"), err
+        stop(proc)
 
 
 def connect(uri: str, token: str = TOKEN):

@@ -9,7 +9,6 @@ Run with ``python3 -m pytest tests/python``.
 import base64
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -27,7 +26,7 @@ from lance_namespace_urllib3_client.exceptions import (
     UnauthorizedException,
 )
 
-from conftest import TOKEN, dfmv_bin
+from conftest import TOKEN, dfmv_bin, serve, stop
 
 
 def start(tmp_path, *flags):
@@ -42,23 +41,10 @@ def start(tmp_path, *flags):
          f"CREATE EXTERNAL TABLE IF NOT EXISTS orders STORED AS CSV LOCATION '{tmp_path / 'src'}/'"],
         cwd=tmp_path, env=env, check=True, capture_output=True,
     )
-    proc = subprocess.Popen(
-        [dfmv_bin(), "--catalog", catalog, "serve", "--http", "127.0.0.1:0", "--flight-sql", "none", *flags],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    url = None
-    for _ in range(3):
-        line = proc.stdout.readline()
-        if line.startswith("REST on "):
-            url = line.split(" on ", 1)[1].strip()
+    proc, addresses = serve(tmp_path, "--flight-sql", "none", *flags)
+    url = addresses.get("REST")
     assert url, f"no REST address: {proc.stderr.read()}"
     return proc, url
-
-
-def stop(proc):
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err
 
 
 @pytest.fixture
