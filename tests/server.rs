@@ -47,9 +47,19 @@ impl TestServer {
 
     /// A server over the catalog in `dir` (which another may be serving).
     async fn start_in(dir: Arc<tempfile::TempDir>, options: ServerOptions) -> Self {
+        Self::start_with(dir, SessionContext::new(), options).await
+    }
+
+    /// A server over the catalog in `dir` whose session starts from `ctx`
+    /// (e.g. with an instrumented store).
+    async fn start_with(
+        dir: Arc<tempfile::TempDir>,
+        ctx: SessionContext,
+        options: ServerOptions,
+    ) -> Self {
         // Paths in FROM work, as in dfmv and datafusion-cli.
         let session = MatviewSession::open_with_options(
-            SessionContext::new().enable_url_table(),
+            ctx.enable_url_table(),
             dir.path().join("catalog").to_str().unwrap(),
             MatviewOptions {
                 remember_relations: true,
@@ -1892,6 +1902,71 @@ async fn limits_are_enforced_and_recovered_from() {
     let info = b.execute("SELECT 6".into(), None).await.unwrap();
     assert_eq!(fetch(&mut b, info).await[0].num_rows(), 1);
     assert_eq!(server.rows("SELECT 7 AS n").await, json!([{"n": 7}]));
+    server.stop().await;
+}
+
+/// A statement sent to `/v1/sql` that changes a view waits for the view's
+/// job, as a second job would: a DROP sent while a refresh job is writing
+/// does not run until that refresh has committed (without the lock it
+/// would drop the view under the job, which then fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_statements_take_the_views_job_lock() {
+    use datafusion_matview::testing::InstrumentedStore;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/jan.csv"), "region,amount\nnorth,10\n").unwrap();
+    let store = InstrumentedStore::new(Arc::new(object_store::local::LocalFileSystem::new()));
+    let ctx = SessionContext::new();
+    ctx.register_object_store(
+        &url::Url::parse("file://").unwrap(),
+        Arc::new(store.clone()),
+    );
+    let server = TestServer::start_with(Arc::new(dir), ctx, rest_only()).await;
+    server
+        .job(
+            "/v1/materialized_view/v/create",
+            json!({ "query": "SELECT sum(amount) AS n FROM orders" }),
+        )
+        .await;
+    std::fs::write(
+        server.dir.path().join("src/feb.csv"),
+        "region,amount\nsouth,5\n",
+    )
+    .unwrap();
+
+    // The refresh job has written its data; its snapshot marker waits.
+    let hold = store.hold_next_put(datafusion_matview::spec::SNAPSHOT_MARKER);
+    let (status, job) = server
+        .post("/v1/materialized_view/v/refresh", json!({ "full": true }))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{job}");
+    hold.reached().await;
+    let (tx, mut dropped) = oneshot::channel();
+    let client = server.client.clone();
+    let url = server.url("/v1/sql");
+    tokio::spawn(async move {
+        let response = client
+            .post(url)
+            .header("accept", "application/json")
+            .json(&json!({ "sql": "DROP MATERIALIZED VIEW v" }))
+            .send()
+            .await
+            .unwrap();
+        let _ = tx.send(response.status());
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        dropped.try_recv().is_err(),
+        "the DROP ran while the view's refresh job was writing"
+    );
+    hold.release();
+    let job = server.wait(job["job_id"].as_str().unwrap()).await;
+    assert_eq!(job["job_state"], "DONE", "{job}");
+    assert_eq!(dropped.await.unwrap(), StatusCode::OK);
+    let (status, _) = server
+        .post("/v1/materialized_view/v/describe", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     server.stop().await;
 }
 

@@ -6,6 +6,10 @@ refreshes, lists and drops views through ``adbc-driver-flightsql`` and
 ``pyarrow``. Run with ``python3 -m pytest tests/python``.
 """
 
+import json
+import time
+import urllib.error
+import urllib.request
 
 import adbc_driver_flightsql
 import adbc_driver_flightsql.dbapi as flight_sql
@@ -157,3 +161,72 @@ def test_files_outside_the_allowed_folders_are_refused(server):
         with pytest.raises(adbc_driver_manager.Error, match="permission denied"):
             rows(cur, f"COPY (SELECT 1) TO '{folder / 'out.csv'}'")
         assert not (folder / "out.csv").exists()
+
+
+def post_sql(url: str, sql: str) -> tuple[int, dict]:
+    """`/v1/sql`: the status and the JSON answer, error or not."""
+    req = urllib.request.Request(
+        f"{url}/v1/sql", data=json.dumps({"sql": sql}).encode(), method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json",
+                 "Authorization": f"Bearer {TOKEN}"})
+    try:
+        with urllib.request.urlopen(req) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+def test_limits_are_enforced_and_recovered_from(tmp_path):
+    """A server started with small limits: a long statement is stopped, a
+    large REST answer refused (Flight SQL streams it), prepared statements
+    capped per connection and in all; the server answers normally after
+    each."""
+    proc, addresses = serve(
+        tmp_path, "--flight-sql", "127.0.0.1:0", "--statement-timeout", "2",
+        "--max-result-bytes", "65536", "--max-handles-per-client", "2", "--max-handles", "3")
+    try:
+        url, uri = addresses["REST"], addresses["Flight SQL"]
+        slow = "SELECT sum(value) AS n FROM generate_series(1, 1000000000000)"
+        started = time.monotonic()
+        status, error = post_sql(url, slow)
+        assert (status, error["condition"]) == (408, "query_canceled"), error
+        assert time.monotonic() - started < 15
+        assert post_sql(url, "SELECT 1 AS n") == (200, [{"n": 1}])
+
+        big = "SELECT value FROM generate_series(1, 100000)"
+        status, error = post_sql(url, big)
+        assert status == 413 and "Flight SQL" in error["detail"], error
+
+        with connect(uri) as a, connect(uri) as b:
+            with a.cursor() as cur:
+                started = time.monotonic()
+                with pytest.raises(adbc_driver_manager.Error, match="statement timeout"):
+                    rows(cur, slow)
+                assert time.monotonic() - started < 15
+                assert len(rows(cur, big)) == 100_000
+
+            held = [a.cursor(), a.cursor()]
+            for i, cur in enumerate(held):
+                cur.adbc_prepare(f"SELECT {i} AS n")
+            third = a.cursor()
+            with pytest.raises(adbc_driver_manager.Error, match="this connection holds 2"):
+                third.adbc_prepare("SELECT 2 AS n")
+            third.close()
+            # Closing a statement frees its place.
+            held.pop().close()
+            again = a.cursor()
+            again.adbc_prepare("SELECT 2 AS n")
+            held.append(again)
+            mine = b.cursor()
+            mine.adbc_prepare("SELECT 3 AS n")
+            other = b.cursor()
+            with pytest.raises(adbc_driver_manager.Error, match="the server holds 3"):
+                other.adbc_prepare("SELECT 4 AS n")
+            for cur in held + [mine, other]:
+                cur.close()
+            with b.cursor() as cur:
+                cur.adbc_prepare("SELECT 4 AS n")
+                cur.execute("SELECT 4 AS n")
+                assert cur.fetch_arrow_table().to_pylist() == [{"n": 4}]
+    finally:
+        stop(proc)
