@@ -55,5 +55,5 @@ pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
 pub use error::{Error, Result};
 pub use session::{
     CreateAction, CreateOutcome, MatviewOptions, MatviewSession, ProgressListener, RefreshMode,
-    RefreshOutcome, RestoreFailure, ViewDescription,
+    RefreshOutcome, ViewDescription,
 };

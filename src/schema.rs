@@ -14,11 +14,12 @@ use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider};
 use datafusion::catalog::{SchemaProvider, TableProvider};
 use datafusion::datasource::TableType;
-use datafusion::error::Result as DFResult;
+use datafusion::error::{DataFusionError, Result as DFResult};
+use datafusion::execution::SessionState;
 use datafusion::prelude::SessionContext;
 
 use crate::catalog::Catalog;
-use crate::spec::{QualifiedName, ViewVersion};
+use crate::spec::{QualifiedName, RelationEntry, RelationKind, ViewVersion};
 use crate::table::MaterializedViewTable;
 
 /// The default catalog and schema of a session, read when needed.
@@ -38,6 +39,64 @@ pub fn defaults_of(ctx: &SessionContext) -> Defaults {
     })
 }
 
+/// What a [`MatviewSchemaProvider`] needs to build the catalog's
+/// remembered relations: the sessions that share its schemas (a session
+/// and its forks, none kept alive by it), and where they record the
+/// defaults their plain views were planned under.
+#[derive(Clone)]
+pub struct LazyRelations {
+    pub(crate) sessions: Family,
+    pub(crate) created_under: crate::functions::ViewDefaults,
+}
+
+/// A session, not kept alive.
+#[derive(Clone)]
+pub(crate) struct SessionOf {
+    alive: Arc<dyn Fn() -> bool + Send + Sync>,
+    state: Arc<dyn Fn() -> Option<SessionState> + Send + Sync>,
+}
+
+/// [`SessionOf`] for `ctx`.
+pub(crate) fn session_of(ctx: &SessionContext) -> SessionOf {
+    let state = Arc::downgrade(&ctx.state_ref());
+    let weak = state.clone();
+    SessionOf {
+        alive: Arc::new(move || weak.strong_count() > 0),
+        state: Arc::new(move || Some(state.upgrade()?.read().clone())),
+    }
+}
+
+/// A session and its forks, which share one catalog list: a schema
+/// wrapper installed by any of them (a fork for one request, say) builds
+/// with whichever still lives.
+#[derive(Clone)]
+pub(crate) struct Family(Arc<Mutex<Vec<SessionOf>>>);
+
+impl Family {
+    /// The family of `ctx`'s session alone.
+    pub(crate) fn of(ctx: &SessionContext) -> Self {
+        Self(Arc::new(Mutex::new(vec![session_of(ctx)])))
+    }
+
+    /// Adds a fork, forgetting the members gone.
+    pub(crate) fn join(&self, ctx: &SessionContext) {
+        let mut members = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        members.retain(|m| (m.alive)());
+        members.push(session_of(ctx));
+    }
+
+    /// The state of a live member.
+    fn state(&self) -> Option<SessionState> {
+        let members = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        members.iter().find_map(|m| (m.state)())
+    }
+}
+
+tokio::task_local! {
+    /// The remembered relations being built by this task, innermost last.
+    static BUILDING: Vec<QualifiedName>;
+}
+
 /// A schema's own tables and the catalog's materialized views in it.
 pub struct MatviewSchemaProvider {
     inner: Arc<dyn SchemaProvider>,
@@ -50,6 +109,8 @@ pub struct MatviewSchemaProvider {
     /// The provider last made for each view, reused while the view's state
     /// is the same.
     tables: Mutex<HashMap<String, Arc<MaterializedViewTable>>>,
+    /// Set when the session remembers relations.
+    lazy: Option<LazyRelations>,
 }
 
 impl std::fmt::Debug for MatviewSchemaProvider {
@@ -73,6 +134,7 @@ impl MatviewSchemaProvider {
         catalog_name: &str,
         schema_name: &str,
         defaults: Defaults,
+        lazy: Option<LazyRelations>,
     ) -> Self {
         Self {
             inner,
@@ -81,6 +143,7 @@ impl MatviewSchemaProvider {
             schema_name: schema_name.to_owned(),
             defaults,
             tables: Mutex::new(HashMap::new()),
+            lazy,
         }
     }
 
@@ -137,6 +200,108 @@ impl MatviewSchemaProvider {
     fn is_view(&self, table: &str) -> bool {
         self.catalog.index().view(&self.name(table)).is_some()
     }
+
+    /// The remembered relation `table` of this schema, when this session
+    /// builds remembered relations.
+    fn remembered(&self, table: &str) -> Option<RelationEntry> {
+        self.lazy.as_ref()?;
+        self.catalog.relation(&self.name(table))
+    }
+
+    /// A table remembered before the catalog kept resolved tables has just
+    /// been inferred: keeps what was inferred, so that no process infers it
+    /// again, unless the catalog's entry changed meanwhile. A catalog this
+    /// process may not write keeps inferring.
+    async fn keep_resolved(&self, relation: &RelationEntry, table: &Arc<dyn TableProvider>) {
+        // (A catalog in format 1 is migrated by its first commit, which is
+        // not for a read to do.)
+        let Some(resolved) = crate::session::resolved_table(table) else {
+            return;
+        };
+        if self.catalog.is_format_1() {
+            return;
+        }
+        let kept = self
+            .catalog
+            .commit(|index| {
+                match index.relations.iter_mut().find(|r| r.name == relation.name) {
+                    Some(entry) if entry == relation => {
+                        entry.resolved = Some(resolved.clone());
+                        Ok(())
+                    }
+                    // Changed or dropped since: nothing to keep.
+                    _ => Err(crate::Error::NotSupported(
+                        "the remembered table changed".into(),
+                    )),
+                }
+            })
+            .await;
+        if let Err(e) = kept {
+            log::debug!(
+                "did not keep the schema of {} in the catalog: {e}",
+                self.display(&relation.name)
+            );
+        }
+    }
+
+    /// Builds the remembered relation `relation` and registers it in the
+    /// schema, unless a statement of another task did first.
+    async fn build(&self, relation: RelationEntry) -> DFResult<Option<Arc<dyn TableProvider>>> {
+        let Some(lazy) = &self.lazy else {
+            return Ok(None);
+        };
+        let Some(state) = lazy.sessions.state() else {
+            return Ok(None);
+        };
+        let mut building = BUILDING.try_with(Clone::clone).unwrap_or_default();
+        // Planning its own statement looks its name up (and a view whose
+        // definition reaches itself would loop): there, it does not exist.
+        if building.contains(&relation.name) {
+            return Ok(None);
+        }
+        building.push(relation.name.clone());
+        let table = BUILDING
+            .scope(building, crate::session::build_relation(state, &relation))
+            .await
+            .map_err(|e| {
+                let kind = match relation.kind {
+                    RelationKind::ExternalTable => "table",
+                    RelationKind::View => "view",
+                };
+                let mut message = format!(
+                    "could not restore {kind} {} as the catalog remembers it: {e}",
+                    self.display(&relation.name)
+                );
+                if !relation.withheld_options.is_empty() {
+                    message.push_str(&format!(
+                        " (its options {} carry secrets and were not stored: provide them \
+                         through the environment or register the object store)",
+                        relation.withheld_options.join(", ")
+                    ));
+                }
+                DataFusionError::Plan(message)
+            })?;
+        if self.inner.table_exist(&relation.name.name)
+            && let Some(first) = self.inner.table(&relation.name.name).await?
+        {
+            return Ok(Some(first));
+        }
+        if relation.kind == RelationKind::ExternalTable && relation.resolved.is_none() {
+            self.keep_resolved(&relation, &table).await;
+        }
+        self.inner
+            .register_table(relation.name.name.clone(), Arc::clone(&table))?;
+        if relation.kind == RelationKind::View {
+            lazy.created_under
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(
+                    relation.name.clone(),
+                    (relation.default_catalog, relation.default_schema),
+                );
+        }
+        Ok(Some(table))
+    }
 }
 
 #[async_trait]
@@ -148,6 +313,16 @@ impl SchemaProvider for MatviewSchemaProvider {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.inner.table_names();
         names.extend(self.view_names());
+        if self.lazy.is_some() {
+            for relation in self.catalog.relations() {
+                if relation.name.catalog == self.catalog_name
+                    && relation.name.schema == self.schema_name
+                    && !names.contains(&relation.name.name)
+                {
+                    names.push(relation.name.name);
+                }
+            }
+        }
         names
     }
 
@@ -161,12 +336,28 @@ impl SchemaProvider for MatviewSchemaProvider {
                 return Ok(Some(self.provider(state) as Arc<dyn TableProvider>));
             }
         }
+        // A table registered here first; then a remembered one; then what
+        // the schema answers for other names (datafusion-cli's dynamic
+        // file schema: a path), which must not stand for a remembered name.
+        if !self.inner.table_exist(name)
+            && let Some(relation) = self.remembered(name)
+        {
+            return self.build(relation).await;
+        }
         self.inner.table(name).await
     }
 
     async fn table_type(&self, name: &str) -> DFResult<Option<TableType>> {
         if self.is_view(name) {
             return Ok(Some(TableType::Base));
+        }
+        if !self.inner.table_exist(name)
+            && let Some(relation) = self.remembered(name)
+        {
+            return Ok(Some(match relation.kind {
+                RelationKind::ExternalTable => TableType::Base,
+                RelationKind::View => TableType::View,
+            }));
         }
         self.inner.table_type(name).await
     }
@@ -184,7 +375,10 @@ impl SchemaProvider for MatviewSchemaProvider {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        name == marker_name(&self.catalog) || self.is_view(name) || self.inner.table_exist(name)
+        name == marker_name(&self.catalog)
+            || self.is_view(name)
+            || self.inner.table_exist(name)
+            || self.remembered(name).is_some()
     }
 }
 
@@ -195,6 +389,7 @@ pub fn install(
     catalog: &Arc<Catalog>,
     catalog_name: &str,
     schema_name: &str,
+    lazy: Option<LazyRelations>,
 ) -> DFResult<bool> {
     let provider = match ctx.catalog(catalog_name) {
         Some(c) => c,
@@ -215,6 +410,7 @@ pub fn install(
         catalog_name,
         schema_name,
         defaults_of(ctx),
+        lazy,
     );
     provider.register_schema(schema_name, Arc::new(wrapper))?;
     Ok(true)

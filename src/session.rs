@@ -57,6 +57,7 @@ mod names;
 mod rebind;
 mod refresh;
 mod relations;
+pub(crate) use relations::{build_relation, resolved_table};
 
 use guard::{check_name, not_reproducible};
 
@@ -212,41 +213,6 @@ impl CreateAction {
     }
 }
 
-/// A remembered relation that could not be re-created when the catalog
-/// was opened (see [`MatviewSession::restore_failures`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct RestoreFailure {
-    /// The relation as the catalog remembers it.
-    pub relation: RelationEntry,
-    /// Its name as messages show it.
-    pub display: String,
-    /// Why it could not be re-created.
-    pub error: String,
-}
-
-impl std::fmt::Display for RestoreFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.relation.kind {
-            RelationKind::ExternalTable => "table",
-            RelationKind::View => "view",
-        };
-        write!(
-            f,
-            "could not restore {kind} {}: {}",
-            self.display, self.error
-        )?;
-        if !self.relation.withheld_options.is_empty() {
-            write!(
-                f,
-                " (its options {} carry secrets and were not stored: \
-                 provide them through the environment or register the object store)",
-                self.relation.withheld_options.join(", ")
-            )?;
-        }
-        Ok(())
-    }
-}
-
 /// What a refresh did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RefreshOutcome {
@@ -356,12 +322,13 @@ pub struct MatviewSession {
     ctx: SessionContext,
     catalog: Arc<Catalog>,
     options: MatviewOptions,
-    restore_failures: Arc<Vec<RestoreFailure>>,
     progress: Option<Arc<dyn ProgressListener>>,
     registered: Arc<std::sync::Mutex<Registrations>>,
     /// Default catalog and schema in force when each plain view of this
     /// session was created (its plan keeps names as written).
     views_created_under: crate::functions::ViewDefaults,
+    /// This session and its forks (see [`crate::schema::Family`]).
+    family: crate::schema::Family,
 }
 
 /// What the session last brought up to the catalog's index.
@@ -424,35 +391,18 @@ impl MatviewSession {
                 Arc::clone(&views_created_under),
             )),
         );
-        let mut session = Self {
+        let family = crate::schema::Family::of(&ctx);
+        let session = Self {
             ctx,
             catalog,
             options,
-            restore_failures: Arc::default(),
             progress: None,
             registered: Arc::default(),
             views_created_under,
+            family,
         };
+        // Remembered relations are built where they are first used.
         session.sync().await?;
-        if session.options.remember_relations {
-            let mut failures = vec![];
-            for relation in &session.catalog.relations() {
-                if let Err(e) = session.restore_relation(relation).await {
-                    failures.push(RestoreFailure {
-                        display: session.display(&relation.name),
-                        relation: relation.clone(),
-                        error: e.to_string(),
-                    });
-                }
-            }
-            session.restore_failures = Arc::new(failures);
-            session.registrations().relations = session
-                .catalog
-                .relations()
-                .into_iter()
-                .map(|r| (r.name.clone(), r))
-                .collect();
-        }
         Ok(session)
     }
 
@@ -460,21 +410,6 @@ impl MatviewSession {
     pub fn with_progress_listener(mut self, listener: Arc<dyn ProgressListener>) -> Self {
         self.progress = Some(listener);
         self
-    }
-
-    /// The remembered relations that could not be re-created when the
-    /// catalog was opened (for example an external table whose files are
-    /// gone, or whose object store is not registered yet).
-    pub fn restore_failures(&self) -> &[RestoreFailure] {
-        &self.restore_failures
-    }
-
-    /// [`Self::restore_failures`] as messages, one each.
-    pub fn warnings(&self) -> Vec<String> {
-        self.restore_failures
-            .iter()
-            .map(|f| f.to_string())
-            .collect()
     }
 
     /// Rebuilds the catalog at `location` from the snapshot markers of its
@@ -555,14 +490,16 @@ impl MatviewSession {
         let state = datafusion::execution::SessionStateBuilder::new_from_existing(self.ctx.state())
             .with_runtime_env(runtime)
             .build();
+        let ctx = SessionContext::new_with_state(state);
+        self.family.join(&ctx);
         Self {
-            ctx: SessionContext::new_with_state(state),
+            ctx,
             catalog: Arc::clone(&self.catalog),
             options: self.options.clone(),
-            restore_failures: Arc::clone(&self.restore_failures),
             progress: self.progress.clone(),
             registered: Arc::clone(&self.registered),
             views_created_under: Arc::clone(&self.views_created_under),
+            family: self.family.clone(),
         }
     }
 

@@ -128,6 +128,39 @@ pub struct RelationEntry {
     /// registered in the session.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub withheld_options: Vec<String>,
+    /// For an external table read through DataFusion's listing table: the
+    /// table as the creating process resolved it, so that another process
+    /// restores it without inferring anything. Absent in entries written
+    /// before it was kept (such a table is inferred once, then remembered
+    /// with it) and for tables of other factories (re-created by them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<ResolvedTable>,
+}
+
+/// An external table as DataFusion resolved it when it was created.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedTable {
+    /// Its columns, the partition columns last, as its provider had them.
+    pub schema: Schema,
+    /// The partition columns among them (given or inferred from folders).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_columns: Vec<String>,
+    /// Where it lists files: each location as a URL, with the file
+    /// pattern DataFusion gave a local folder.
+    pub locations: Vec<ResolvedLocation>,
+    /// The extension its files must have (empty: any).
+    #[serde(default)]
+    pub file_extension: String,
+}
+
+/// A location of a [`ResolvedTable`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResolvedLocation {
+    /// Absolute URL (`file:///data/t/`, `s3://bucket/t/`).
+    pub url: String,
+    /// The pattern file names under it must match (`*.parquet`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub glob: Option<String>,
 }
 
 /// A snapshot that only versions before `retired_at` reference.

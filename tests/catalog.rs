@@ -430,25 +430,20 @@ async fn remembered_relations_come_back_in_a_new_session(backend: &dyn Backend) 
     std::fs::remove_file(&single_file).unwrap();
     source.write("b.csv", &[(3, "cy")]);
     let s = remembering().await;
-    // The table and view are back, with no set-up; one table could not be.
+    // The table and view are back, with no set-up. The table whose file
+    // is gone is too, as it was created (with its column, no inference):
+    // it lists no file, so it has no rows, as in the process that made it.
     assert_eq!(ids(&s, "SELECT id FROM adults ORDER BY id").await, [2, 3]);
-    assert_eq!(s.warnings().len(), 1, "{:?}", s.warnings());
-    assert!(
-        s.warnings()[0].starts_with("could not restore table one: "),
-        "{:?}",
-        s.warnings()
-    );
-    // The same as data: which relation, and why.
-    let failure = &s.restore_failures()[0];
-    assert_eq!(failure.relation.name.name, "one");
+    assert_eq!(ids(&s, "SELECT count(x) FROM one").await, [0]);
     assert_eq!(
-        failure.relation.kind,
-        datafusion_matview::spec::RelationKind::ExternalTable
-    );
-    assert_eq!(failure.display, "one");
-    assert_eq!(
-        s.warnings()[0],
-        format!("could not restore table one: {}", failure.error)
+        s.sql("SELECT column_name FROM information_schema.columns WHERE table_name = 'one'")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap()[0]
+            .num_rows(),
+        1
     );
     s.sql("REFRESH MATERIALIZED VIEW n_adults").await.unwrap();
     assert_eq!(ids(&s, "SELECT n FROM n_adults").await, [2]);
@@ -468,7 +463,6 @@ async fn remembered_relations_come_back_in_a_new_session(backend: &dyn Backend) 
         .collect();
     assert_eq!(remembered, ["people"]);
     let s = remembering().await;
-    assert!(s.warnings().is_empty(), "{:?}", s.warnings());
     assert!(s.sql("SELECT * FROM adults").await.is_err());
     assert!(s.catalog().index().views.is_empty());
     assert_eq!(
@@ -1545,5 +1539,165 @@ async fn commit_requirements_say_what_another_session_did() {
             id: None
         }),
         conflict("it was refreshed by another session")
+    );
+}
+
+/// Writes a Parquet file of `(k Int64, c <string type>)` rows.
+fn write_parquet(
+    path: &std::path::Path,
+    keys: &[i64],
+    strings: datafusion::arrow::array::ArrayRef,
+) {
+    use datafusion::arrow::array::Int64Array;
+    use datafusion::arrow::datatypes::{Field, Schema};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", datafusion::arrow::datatypes::DataType::Int64, false),
+        Field::new("c", strings.data_type().clone(), true),
+    ]));
+    let batch = RecordBatch::try_new(
+        Arc::clone(&schema),
+        vec![Arc::new(Int64Array::from(keys.to_vec())), strings],
+    )
+    .unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    let mut writer = datafusion::parquet::arrow::ArrowWriter::try_new(file, schema, None).unwrap();
+    writer.write(&batch).unwrap();
+    writer.close().unwrap();
+}
+
+/// Issue 36: a remembered table comes back in another process as it was
+/// created — its schema, not one inferred again — and only when a
+/// statement names it: opening the catalog reads and lists no source file.
+/// A file written later with another string type neither loses the table
+/// nor changes what it means; a catalog written before schemas were kept
+/// infers once and then keeps the schema.
+#[tokio::test]
+async fn remembered_tables_are_built_when_first_used_with_their_schema() {
+    use datafusion::arrow::array::{StringArray, StringViewArray};
+    use datafusion_matview::testing::InstrumentedStore;
+    let catalog = Arc::new(InMemory::new());
+    let src = tempfile::tempdir().unwrap();
+    let folder = src.path().join("t");
+    std::fs::create_dir(&folder).unwrap();
+    write_parquet(
+        &folder.join("a.parquet"),
+        &[1, 2],
+        Arc::new(StringViewArray::from(vec!["x", "y"])),
+    );
+    // Each call is a new process: its own context, the shared catalog, and
+    // the source files read through a store that counts requests.
+    let process = || {
+        let catalog = Arc::clone(&catalog);
+        async move {
+            let files =
+                InstrumentedStore::new(Arc::new(object_store::local::LocalFileSystem::new()));
+            let ctx =
+                SessionContext::new_with_config(SessionConfig::new().with_information_schema(true));
+            ctx.register_object_store(&url::Url::parse("memory://").unwrap(), catalog as _);
+            ctx.register_object_store(
+                &url::Url::parse("file://").unwrap(),
+                Arc::new(files.clone()),
+            );
+            let s = MatviewSession::open_with_options(
+                ctx,
+                "memory:///catalog",
+                MatviewOptions {
+                    remember_relations: true,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+            (s, files)
+        }
+    };
+    let requests = |files: &InstrumentedStore| {
+        use std::sync::atomic::Ordering::SeqCst;
+        let c = files.counters();
+        c.gets.load(SeqCst) + c.heads.load(SeqCst) + c.lists.load(SeqCst)
+    };
+    let type_of = |s: MatviewSession, column: &'static str| async move {
+        let batches = rows(
+            &s,
+            &format!(
+                "SELECT data_type FROM information_schema.columns \
+                 WHERE table_name = 't' AND column_name = '{column}'"
+            ),
+        )
+        .await;
+        batches[0].column(0).as_string::<i32>().value(0).to_owned()
+    };
+
+    let (a, _) = process().await;
+    a.sql(&format!(
+        "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}/'",
+        folder.display()
+    ))
+    .await
+    .unwrap();
+    a.sql("CREATE VIEW pv AS SELECT k, c FROM t").await.unwrap();
+    a.sql("CREATE MATERIALIZED VIEW mv AS SELECT count(*) AS n, max(c) AS m FROM pv")
+        .await
+        .unwrap();
+    let created_as = type_of(a.clone(), "c").await;
+    assert_eq!(created_as, "Utf8View");
+
+    // A catalog from before schemas were kept: the next process infers the
+    // table once and keeps what it found.
+    a.catalog()
+        .commit(|index| {
+            for relation in &mut index.relations {
+                relation.resolved = None;
+            }
+            Ok(())
+        })
+        .await
+        .unwrap();
+    let (old, _) = process().await;
+    assert_eq!(ids(&old, "SELECT count(*) FROM t").await, [2]);
+    let kept = old
+        .catalog()
+        .relation(&datafusion_matview::spec::QualifiedName::new(
+            "datafusion",
+            "public",
+            "t",
+        ));
+    let resolved = kept.and_then(|r| r.resolved).expect("the schema is kept");
+    assert_eq!(
+        resolved
+            .schema
+            .field_with_name("c")
+            .unwrap()
+            .data_type()
+            .to_string(),
+        "Utf8View"
+    );
+
+    // Another writer adds a file whose strings are plain Utf8.
+    write_parquet(
+        &folder.join("b.parquet"),
+        &[3],
+        Arc::new(StringArray::from(vec!["z"])),
+    );
+    let (b, files) = process().await;
+    rows(&b, "SELECT 1").await;
+    assert_eq!(requests(&files), 0, "opening the catalog read source files");
+    // The table is there, as it was created, with every file's rows.
+    assert_eq!(type_of(b.clone(), "c").await, created_as);
+    assert_eq!(ids(&b, "SELECT k FROM t ORDER BY k").await, [1, 2, 3]);
+    assert!(requests(&files) > 0);
+    // And the views over it work.
+    b.sql("REFRESH MATERIALIZED VIEW mv").await.unwrap();
+    let batches = rows(&b, "SELECT n, m FROM mv").await;
+    assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 3);
+    let (c, _) = process().await;
+    let fresh = rows(
+        &c,
+        "SELECT freshness FROM materialized_views() WHERE table_name = 'mv'",
+    )
+    .await;
+    assert_eq!(
+        datafusion::arrow::util::display::array_value_to_string(fresh[0].column(0), 0).unwrap(),
+        "fresh"
     );
 }

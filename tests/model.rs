@@ -1,6 +1,8 @@
 //! A model-based test of one catalog shared by several sessions and
 //! processes (issue 29): two library sessions, a `dfmv serve` process
-//! (over REST) and short-lived `dfmv` processes run random sequences of
+//! (over REST, and over one Flight SQL connection kept for the whole
+//! sequence, whose prepared statements are kept and executed again step
+//! after step) and short-lived `dfmv` processes run random sequences of
 //! table and plain-view (re)definitions, appends, removals and in-place
 //! rewrites (same size, modification time put back), refreshes, drops and
 //! re-creations of materialized views, VACUUM by a session whose window
@@ -15,12 +17,16 @@
 //! `DFMV_MODEL_SEED` replays one sequence (`DFMV_MODEL_TRACE=1` prints
 //! its steps as they run).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use arrow_flight::sql::client::{FlightSqlServiceClient, PreparedStatement};
+use datafusion::arrow::array::RecordBatch;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::MatviewSession;
+use futures::TryStreamExt;
+use tonic::transport::Channel;
 
 mod common;
 use common::{http, sorted_text};
@@ -135,13 +141,15 @@ async fn session(catalog: &Path) -> MatviewSession {
 }
 
 /// Who runs a step: one of the two library sessions, a new `dfmv`
-/// process, or the `dfmv serve` process (through `POST /v1/sql`).
+/// process, or the `dfmv serve` process (through `POST /v1/sql`, or its
+/// Flight SQL connection).
 #[derive(Debug, Clone, Copy)]
 enum Runner {
     A,
     B,
     Process,
     Server,
+    Flight,
 }
 
 /// A `dfmv serve` process over the catalog, killed when dropped.
@@ -149,6 +157,79 @@ struct Server {
     child: std::process::Child,
     /// Its REST address.
     addr: String,
+    /// Its Flight SQL address.
+    flight: String,
+}
+
+/// The Flight SQL client of the sequence: one connection, and the
+/// statements it prepared, by their SQL.
+struct Flight {
+    client: FlightSqlServiceClient<Channel>,
+    prepared: HashMap<String, PreparedStatement<Channel>>,
+}
+
+impl Flight {
+    async fn connect(addr: &str) -> Self {
+        let channel = Channel::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        Self {
+            client: FlightSqlServiceClient::new(channel),
+            prepared: HashMap::new(),
+        }
+    }
+
+    /// Runs `sql` once, or (`keep`) through the statement prepared for it
+    /// the first time, executed again.
+    async fn run(&mut self, sql: &str, keep: bool) -> Vec<RecordBatch> {
+        let info = if keep {
+            if !self.prepared.contains_key(sql) {
+                let prepared = self.client.prepare(sql.to_owned(), None).await.unwrap();
+                self.prepared.insert(sql.to_owned(), prepared);
+            }
+            let prepared = self.prepared.get_mut(sql).unwrap();
+            prepared
+                .execute()
+                .await
+                .unwrap_or_else(|e| panic!("Flight SQL prepared {sql}: {e}"))
+        } else {
+            self.client
+                .execute(sql.to_owned(), None)
+                .await
+                .unwrap_or_else(|e| panic!("Flight SQL {sql}: {e}"))
+        };
+        let mut batches = vec![];
+        for endpoint in info.endpoint {
+            let stream = self.client.do_get(endpoint.ticket.unwrap()).await.unwrap();
+            batches.extend(
+                stream
+                    .try_collect::<Vec<_>>()
+                    .await
+                    .unwrap_or_else(|e| panic!("Flight SQL {sql}: {e}")),
+            );
+        }
+        batches
+    }
+}
+
+/// Rows as `a,b` lines, as `dfmv --format csv` prints them without its
+/// header.
+fn lines(batches: &[RecordBatch]) -> String {
+    let mut out = vec![];
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let cells: Vec<String> = (0..batch.num_columns())
+                .map(|c| {
+                    datafusion::arrow::util::display::array_value_to_string(batch.column(c), row)
+                        .unwrap()
+                })
+                .collect();
+            out.push(cells.join(","));
+        }
+    }
+    out.join("\n")
 }
 
 impl Server {
@@ -172,16 +253,24 @@ impl Server {
             .spawn()
             .unwrap();
         let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-        let addr = loop {
+        let (mut addr, mut flight) = (None, None);
+        while addr.is_none() || flight.is_none() {
             let mut line = String::new();
             assert!(stdout.read_line(&mut line).unwrap() > 0, "dfmv serve ended");
-            if let Some(addr) = line.trim_end().strip_prefix("REST on http://") {
-                break addr.to_owned();
+            if let Some(a) = line.trim_end().strip_prefix("REST on http://") {
+                addr = Some(a.to_owned());
             }
-        };
+            if let Some(a) = line.trim_end().strip_prefix("Flight SQL on grpc://") {
+                flight = Some(a.to_owned());
+            }
+        }
         // Keep its output flowing.
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        Self { child, addr }
+        Self {
+            child,
+            addr: addr.unwrap(),
+            flight: flight.unwrap(),
+        }
     }
 }
 
@@ -200,6 +289,7 @@ struct Run<'a> {
     /// referenced at once.
     vacuum: &'a MatviewSession,
     server: Server,
+    flight: tokio::sync::Mutex<Flight>,
 }
 
 impl Run<'_> {
@@ -219,25 +309,12 @@ impl Run<'_> {
                     .collect()
                     .await
                     .unwrap_or_else(|e| panic!("{runner:?}: {sql}: {e}"));
-                let mut out = vec![];
-                for batch in &batches {
-                    if batch.num_columns() == 0 {
-                        continue;
-                    }
-                    for row in 0..batch.num_rows() {
-                        let cells: Vec<String> = (0..batch.num_columns())
-                            .map(|c| {
-                                datafusion::arrow::util::display::array_value_to_string(
-                                    batch.column(c),
-                                    row,
-                                )
-                                .unwrap()
-                            })
-                            .collect();
-                        out.push(cells.join(","));
-                    }
-                }
-                out.join("\n")
+                lines(&batches)
+            }
+            Runner::Flight => {
+                // Listings are kept prepared; changes run once each.
+                let keep = sql.starts_with("SELECT");
+                lines(&self.flight.lock().await.run(sql, keep).await)
             }
             Runner::Server => {
                 let body = serde_json::json!({ "sql": sql }).to_string();
@@ -287,6 +364,18 @@ impl Run<'_> {
             .collect()
     }
 
+    /// The view's stored rows as the Flight SQL client reads them, through
+    /// the statement it prepared for the view when it first read it.
+    async fn flight_rows(&self, view: &str) -> String {
+        sorted_text(
+            self.flight
+                .lock()
+                .await
+                .run(&format!("SELECT * FROM {view}"), true)
+                .await,
+        )
+    }
+
     /// The view's stored rows, read by session A.
     async fn rows(&self, view: &str) -> String {
         sorted_text(
@@ -333,12 +422,15 @@ async fn sequence(seed: u64, steps: usize) {
     )
     .await
     .unwrap();
+    let server = Server::start(&catalog);
+    let flight = tokio::sync::Mutex::new(Flight::connect(&server.flight).await);
     let run = Run {
         catalog: catalog.clone(),
         a: &a,
         b: &b,
         vacuum: &vacuum,
-        server: Server::start(&catalog),
+        server,
+        flight,
     };
     let views = views(dir.path());
     run.sql(Runner::A, &model.table_sql()).await;
@@ -357,11 +449,12 @@ async fn sequence(seed: u64, steps: usize) {
         if trace && let Some(last) = log.last() {
             eprintln!("{last}");
         }
-        let runner = match rng.below(5) {
+        let runner = match rng.below(6) {
             0 | 1 => Runner::A,
             2 => Runner::B,
             3 => Runner::Process,
-            _ => Runner::Server,
+            4 => Runner::Server,
+            _ => Runner::Flight,
         };
         let folder = FOLDERS[rng.below(2) as usize];
         match rng.below(10) {
@@ -468,6 +561,13 @@ async fn sequence(seed: u64, steps: usize) {
                         stored,
                         expected,
                         "seed {seed}, step {step}: {runner:?} reports {name} fresh but it differs from its query\n{}",
+                        log.join("\n")
+                    );
+                    // A client that kept its prepared statement reads the same.
+                    assert_eq!(
+                        run.flight_rows(&name).await,
+                        expected,
+                        "seed {seed}, step {step}: a kept Flight SQL statement reads {name} otherwise\n{}",
                         log.join("\n")
                     );
                 }

@@ -289,6 +289,20 @@ impl Catalog {
         }
     }
 
+    /// The remembered relation `name` of the loaded index, if any.
+    pub fn relation(
+        &self,
+        name: &crate::spec::QualifiedName,
+    ) -> Option<crate::spec::RelationEntry> {
+        let find = |relations: &[crate::spec::RelationEntry]| {
+            relations.iter().find(|r| &r.name == name).cloned()
+        };
+        match self.loaded() {
+            Loaded::Ready(index) => find(&index.relations),
+            Loaded::Pending(pending) => find(&pending.head.relations),
+        }
+    }
+
     /// The versions after `from` up to `to`; `None` when one is gone
     /// (deleted under an idle reader) or starts afresh.
     async fn read_forward(&self, from: u64, to: u64) -> Result<Option<Vec<IndexVersion>>> {

@@ -93,7 +93,13 @@ impl MatviewSession {
             .schema_provider(name)
             .is_some_and(|s| s.table_exist(&name.name));
         if !listed {
-            crate::schema::install(&self.ctx, &self.catalog, &name.catalog, &name.schema)?;
+            crate::schema::install(
+                &self.ctx,
+                &self.catalog,
+                &name.catalog,
+                &name.schema,
+                self.lazy_relations(),
+            )?;
         }
         Ok(())
     }
@@ -107,9 +113,26 @@ impl MatviewSession {
             .and_then(|c| c.schema(schema))
             .is_some_and(|s| crate::schema::lists_views_of(&s, &self.catalog));
         if !wrapped {
-            crate::schema::install(&self.ctx, &self.catalog, catalog, schema)?;
+            crate::schema::install(
+                &self.ctx,
+                &self.catalog,
+                catalog,
+                schema,
+                self.lazy_relations(),
+            )?;
         }
         Ok(())
+    }
+
+    /// What a schema wrapper needs to build remembered relations, when
+    /// this session remembers them.
+    fn lazy_relations(&self) -> Option<crate::schema::LazyRelations> {
+        self.options
+            .remember_relations
+            .then(|| crate::schema::LazyRelations {
+                sessions: self.family.clone(),
+                created_under: Arc::clone(&self.views_created_under),
+            })
     }
 
     /// Removes a plain view or table from the session (a materialized
@@ -155,6 +178,9 @@ impl MatviewSession {
             self.install_schema(&catalog, &schema)?;
         }
         if self.options.remember_relations {
+            for relation in self.catalog.relations() {
+                self.install_schema(&relation.name.catalog, &relation.name.schema)?;
+            }
             self.sync_relations().await?;
         }
         self.registrations().version = version;
@@ -163,42 +189,30 @@ impl MatviewSession {
 
     /// Brings the remembered relations of this session up to the loaded
     /// index: those another process created, replaced or dropped since
-    /// this one last looked are created, re-created or dropped here too;
-    /// then, if any was, every remembered plain view is planned again, so
-    /// that views over a replaced table read the new one. A relation that
-    /// cannot be re-created here is dropped here (with a warning), never
-    /// left as its old definition.
+    /// this one last looked are removed from this session, to be built
+    /// from the catalog's definition when a statement next names them;
+    /// then, if any was, so is every remembered plain view, so that views
+    /// over a replaced table read the new one.
     async fn sync_relations(&self) -> Result<()> {
         let now = self.catalog.relations();
         let applied = std::mem::take(&mut self.registrations().relations);
-        let removed: Vec<&QualifiedName> = applied
+        let removed = applied
             .keys()
-            .filter(|name| !now.iter().any(|r| &r.name == *name))
-            .collect();
-        let changed: Vec<&RelationEntry> = now
+            .filter(|name| !now.iter().any(|r| &r.name == *name));
+        let changed = now
             .iter()
             .filter(|r| applied.get(&r.name) != Some(*r))
-            .collect();
-        if !removed.is_empty() || !changed.is_empty() {
-            for name in removed {
-                if self.catalog.index().view(name).is_none() {
-                    self.deregister(name)?;
-                }
-                self.created_under().remove(name);
+            .map(|r| &r.name);
+        let mut any = false;
+        for name in removed.chain(changed) {
+            any = true;
+            if self.catalog.index().view(name).is_none() {
+                self.deregister(name)?;
             }
-            let tables = changed
-                .iter()
-                .filter(|r| r.kind == RelationKind::ExternalTable);
-            for relation in tables {
-                if let Err(e) = self.restore_relation(relation).await {
-                    log::warn!(
-                        "could not re-create {} as another process defined it: {e}",
-                        self.display(&relation.name)
-                    );
-                    self.deregister(&relation.name)?;
-                }
-            }
-            self.replan_remembered_views(None).await?;
+            self.created_under().remove(name);
+        }
+        if any {
+            self.unbind_remembered_views(None)?;
         }
         self.registrations().relations = now.into_iter().map(|r| (r.name.clone(), r)).collect();
         Ok(())

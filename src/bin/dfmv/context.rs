@@ -45,8 +45,8 @@ use datafusion_cli::object_storage::{
     is_stdin_location,
 };
 use datafusion_cli::pool_type::PoolType;
-use datafusion_matview::spec::RelationEntry;
-use datafusion_matview::{MatviewSession, RestoreFailure};
+use datafusion_matview::MatviewSession;
+use datafusion_matview::spec::RelationKind;
 use futures::StreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 
@@ -418,47 +418,41 @@ pub async fn stdin_table(
     Ok(Some(DFStatement::CreateExternalTable(create)))
 }
 
-/// The library restores remembered tables when the catalog opens, before
-/// dfmv could register the object stores of remote ones; those (and the
-/// views over them) are restored here. Returns the warnings that remain.
-pub async fn restore_remote_relations(session: &MatviewSession) -> Vec<String> {
-    let mut remaining = vec![];
-    for failure in session.restore_failures() {
-        match restore(session, &failure.relation).await {
-            Ok(true) => {}
-            Ok(false) => remaining.push(failure.to_string()),
-            // Its store is registered now, so this is the real reason.
-            Err(e) => remaining.push(
-                RestoreFailure {
-                    error: e.to_string(),
-                    ..failure.clone()
-                }
-                .to_string(),
-            ),
-        }
-    }
-    remaining
-}
-
-/// Re-creates one remembered relation after registering its stores;
-/// `Ok(false)` when it has nothing remote to register.
-async fn restore(session: &MatviewSession, relation: &RelationEntry) -> Result<bool> {
+/// The library builds a remembered table where a statement first names
+/// it; one in a remote store needs that store registered, as dfmv does for
+/// a `CREATE EXTERNAL TABLE` it runs. Registers the stores of the
+/// remembered remote tables (no request is made); returns a warning for
+/// each that could not be.
+pub async fn register_remembered_stores(session: &MatviewSession) -> Vec<String> {
+    let mut warnings = vec![];
     let ctx = session.context();
-    let state = ctx.state();
-    let dialect_name = state.config().options().sql_parser.dialect;
-    let dialect = dialect_from_str(dialect_name)
-        .ok_or_else(|| exec_datafusion_err!("unsupported SQL dialect {dialect_name}"))?;
-    let statements = DFParser::parse_sql_with_dialect(&relation.sql, dialect.as_ref())?;
-    match statements.front() {
-        Some(statement @ DFStatement::CreateExternalTable(create))
-            if create.locations.iter().any(|l| is_remote(l)) =>
-        {
-            prepare_stores(ctx, statement, false).await?;
+    for relation in session.catalog().relations() {
+        if relation.kind != RelationKind::ExternalTable {
+            continue;
         }
-        _ => return Ok(false),
+        let registered = async {
+            let state = ctx.state();
+            let dialect_name = state.config().options().sql_parser.dialect;
+            let dialect = dialect_from_str(dialect_name)
+                .ok_or_else(|| exec_datafusion_err!("unsupported SQL dialect {dialect_name}"))?;
+            let statements = DFParser::parse_sql_with_dialect(&relation.sql, dialect.as_ref())?;
+            match statements.front() {
+                Some(statement @ DFStatement::CreateExternalTable(create))
+                    if create.locations.iter().any(|l| is_remote(l)) =>
+                {
+                    prepare_stores(ctx, statement, false).await
+                }
+                _ => Ok(()),
+            }
+        };
+        if let Err(e) = registered.await {
+            warnings.push(format!(
+                "cannot register the store of table {}: {e}",
+                session.display(&relation.name)
+            ));
+        }
     }
-    session.restore_relation(relation).await?;
-    Ok(true)
+    warnings
 }
 
 /// The session's default catalog and schema, and its SQL dialect and

@@ -336,7 +336,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     }
     let mut session = MatviewSession::open_with_options(ctx, &catalog, options).await?;
     if let Some(Sub::Serve(serve)) = &args.subcommand {
-        let warnings = context::restore_remote_relations(&session).await;
+        let warnings = context::register_remembered_stores(&session).await;
         if !args.quiet {
             for warning in warnings {
                 eprintln!("Warning: {warning}");
@@ -348,7 +348,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     let interactive = std::io::stdout().is_terminal();
     let progress = Arc::new(ProgressBars::new(interactive && !args.quiet));
     session = session.with_progress_listener(Arc::clone(&progress) as _);
-    let warnings = context::restore_remote_relations(&session).await;
+    let warnings = context::register_remembered_stores(&session).await;
     if !args.quiet {
         for warning in warnings {
             eprintln!("Warning: {warning}");
