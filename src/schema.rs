@@ -213,11 +213,11 @@ impl MatviewSchemaProvider {
     /// again, unless the catalog's entry changed meanwhile. A catalog this
     /// process may not write keeps inferring.
     async fn keep_resolved(&self, relation: &RelationEntry, table: &Arc<dyn TableProvider>) {
-        // (A catalog in format 1 is migrated by its first commit, which is
-        // not for a read to do.)
         let Some(resolved) = crate::session::resolved_table(table) else {
             return;
         };
+        // A catalog in format 1 is migrated by its first commit, which is
+        // not for a read to do.
         if self.catalog.is_format_1() {
             return;
         }
@@ -251,7 +251,10 @@ impl MatviewSchemaProvider {
             return Ok(None);
         };
         let Some(state) = lazy.sessions.state() else {
-            return Ok(None);
+            return Err(DataFusionError::Plan(format!(
+                "cannot build {}: every session over this catalog has been dropped",
+                self.display(&relation.name)
+            )));
         };
         let mut building = BUILDING.try_with(Clone::clone).unwrap_or_default();
         // Planning its own statement looks its name up (and a view whose
@@ -288,6 +291,17 @@ impl MatviewSchemaProvider {
         }
         if relation.kind == RelationKind::ExternalTable && relation.resolved.is_none() {
             self.keep_resolved(&relation, &table).await;
+        }
+        // Redefined while it was built (another session caught up with a
+        // commit meanwhile): this statement reads what it planned with, and
+        // the next builds the new definition.
+        let statement = |r: &RelationEntry| RelationEntry {
+            resolved: None,
+            ..r.clone()
+        };
+        let now = self.catalog.relation(&relation.name);
+        if now.as_ref().map(statement) != Some(statement(&relation)) {
+            return Ok(Some(table));
         }
         self.inner
             .register_table(relation.name.name.clone(), Arc::clone(&table))?;
