@@ -146,3 +146,48 @@ fn a_newer_format_is_refused_by_name() {
          HINT: Upgrade datafusion-matview to use this catalog."
     );
 }
+
+/// A remembered table's resolved form (issue 36), pinned: the JSON the
+/// index keeps for it. Renaming or re-encoding a field fails here, as
+/// other processes and older catalogs depend on it; an entry without it
+/// (what catalogs before it hold) still reads.
+#[test]
+fn a_resolved_table_is_written_as_pinned() {
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use datafusion_matview::spec::{RelationEntry, ResolvedLocation, ResolvedTable};
+    let entry = RelationEntry {
+        name: name("t"),
+        kind: RelationKind::ExternalTable,
+        sql: "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '/data/t/'".into(),
+        default_catalog: "datafusion".into(),
+        default_schema: "public".into(),
+        withheld_options: vec![],
+        resolved: Some(ResolvedTable {
+            schema: Schema::new(vec![
+                Field::new("k", DataType::Int64, false),
+                Field::new(
+                    "day",
+                    DataType::Dictionary(Box::new(DataType::UInt16), Box::new(DataType::Utf8)),
+                    false,
+                ),
+            ]),
+            partition_columns: vec!["day".into()],
+            locations: vec![ResolvedLocation {
+                url: "file:///data/t/".into(),
+                glob: Some("*.parquet".into()),
+            }],
+            file_extension: String::new(),
+        }),
+    };
+    let pinned = r#"{"name":{"catalog":"datafusion","schema":"public","name":"t"},"kind":"external_table","sql":"CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '/data/t/'","default_catalog":"datafusion","default_schema":"public","resolved":{"schema":{"fields":[{"name":"k","data_type":"Int64","nullable":false,"dict_id":0,"dict_is_ordered":false,"metadata":{}},{"name":"day","data_type":{"Dictionary":["UInt16","Utf8"]},"nullable":false,"dict_id":0,"dict_is_ordered":false,"metadata":{}}],"metadata":{}},"partition_columns":["day"],"locations":[{"url":"file:///data/t/","glob":"*.parquet"}],"file_extension":""}}"#;
+    assert_eq!(serde_json::to_string(&entry).unwrap(), pinned);
+    assert_eq!(
+        serde_json::from_str::<RelationEntry>(pinned).unwrap(),
+        entry
+    );
+    // Written before it was kept: no `resolved`, inferred when built.
+    let before = r#"{"name":{"catalog":"datafusion","schema":"public","name":"t"},"kind":"external_table","sql":"CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '/data/t/'","default_catalog":"datafusion","default_schema":"public"}"#;
+    let old: RelationEntry = serde_json::from_str(before).unwrap();
+    assert_eq!(old.resolved, None);
+    assert_eq!(serde_json::to_string(&old).unwrap(), before);
+}
