@@ -28,24 +28,11 @@ use datafusion::prelude::SessionContext;
 use datafusion_matview::sql::ScriptSplitter;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 
+mod common;
+use common::{env_usize, median, ms};
+
 const TARGET: &str = "CREATE MATERIALIZED VIEW target AS \
     SELECT value AS id, value * 2 AS doubled FROM generate_series(1, 100)";
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
 
 /// A context that reaches the S3 test server as `s3://<bucket>`.
 fn context(s3: Option<&str>) -> SessionContext {

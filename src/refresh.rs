@@ -41,14 +41,19 @@ use crate::spec::{
 /// a session (by default, without expiry): a view computes from its
 /// sources as they are now, files added since they were last read included.
 pub(crate) fn state_for(
-    mut state: SessionState,
+    state: SessionState,
     definition_catalog: &str,
     definition_schema: &str,
 ) -> SessionState {
     forget_listings(&state);
+    with_defaults(state, definition_catalog, definition_schema)
+}
+
+/// `state` resolving names under `catalog`.`schema`.
+pub(crate) fn with_defaults(mut state: SessionState, catalog: &str, schema: &str) -> SessionState {
     let options = state.config_mut().options_mut();
-    options.catalog.default_catalog = definition_catalog.to_owned();
-    options.catalog.default_schema = definition_schema.to_owned();
+    options.catalog.default_catalog = catalog.to_owned();
+    options.catalog.default_schema = schema.to_owned();
     state
 }
 

@@ -1,6 +1,10 @@
 //! What the benchmarks share.
 
+// Each bench is its own crate and uses some of these.
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use datafusion::prelude::SessionContext;
 use tokio::runtime::Runtime;
@@ -11,6 +15,17 @@ pub fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// The median of `samples`.
+pub fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// `d` in milliseconds.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// Where criterion writes its estimates (the target directory's

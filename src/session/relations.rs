@@ -28,12 +28,13 @@ use crate::spec::{ResolvedLocation, ResolvedTable};
 /// DataFusion does), a plain view planned from its SQL against the
 /// relations `state` resolves now.
 pub(crate) async fn build_relation(
-    mut state: SessionState,
+    state: SessionState,
     relation: &RelationEntry,
 ) -> Result<Arc<dyn TableProvider>> {
-    let options = state.config_mut().options_mut();
-    options.catalog.default_catalog = relation.default_catalog.clone();
-    options.catalog.default_schema = relation.default_schema.clone();
+    // (Not `state_for`: building a table lists nothing, so there is no
+    // listing to forget.)
+    let state =
+        crate::refresh::with_defaults(state, &relation.default_catalog, &relation.default_schema);
     match state.create_logical_plan(&relation.sql).await? {
         LogicalPlan::Ddl(DdlStatement::CreateExternalTable(mut create)) => {
             create.name = relation.name.to_table_reference();

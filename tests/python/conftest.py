@@ -1,9 +1,12 @@
 """What the tests of `dfmv serve` from Python share."""
 
+import json
 import os
 import pathlib
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOKEN = "s3cr3t"
@@ -41,3 +44,17 @@ def stop(proc: subprocess.Popen) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert err.endswith("dfmv serve: stopped\n"), err
+
+
+def post(url: str, path: str, body: dict) -> tuple[int, object]:
+    """POSTs ``body`` as JSON to ``path`` of the server at ``url`` with the
+    token; answers the status and the JSON answer, error or not."""
+    req = urllib.request.Request(
+        f"{url}{path}", data=json.dumps(body).encode(), method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json",
+                 "Authorization": f"Bearer {TOKEN}"})
+    try:
+        with urllib.request.urlopen(req) as answer:
+            return answer.status, json.load(answer)
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)

@@ -6,10 +6,7 @@ refreshes, lists and drops views through ``adbc-driver-flightsql`` and
 ``pyarrow``. Run with ``python3 -m pytest tests/python``.
 """
 
-import json
 import time
-import urllib.error
-import urllib.request
 
 import adbc_driver_flightsql
 import adbc_driver_flightsql.dbapi as flight_sql
@@ -17,7 +14,7 @@ import adbc_driver_manager
 import pyarrow as pa
 import pytest
 
-from conftest import ROOT, TOKEN, serve, stop
+from conftest import ROOT, TOKEN, post, serve, stop
 
 
 @pytest.fixture
@@ -163,17 +160,9 @@ def test_files_outside_the_allowed_folders_are_refused(server):
         assert not (folder / "out.csv").exists()
 
 
-def post_sql(url: str, sql: str) -> tuple[int, dict]:
+def post_sql(url: str, sql: str) -> tuple[int, object]:
     """`/v1/sql`: the status and the JSON answer, error or not."""
-    req = urllib.request.Request(
-        f"{url}/v1/sql", data=json.dumps({"sql": sql}).encode(), method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json",
-                 "Authorization": f"Bearer {TOKEN}"})
-    try:
-        with urllib.request.urlopen(req) as answer:
-            return answer.status, json.load(answer)
-    except urllib.error.HTTPError as e:
-        return e.code, json.load(e)
+    return post(url, "/v1/sql", {"sql": sql})
 
 
 def test_limits_are_enforced_and_recovered_from(tmp_path):

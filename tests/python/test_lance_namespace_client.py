@@ -7,11 +7,9 @@ Run with ``python3 -m pytest tests/python``.
 """
 
 import base64
-import json
 import os
 import subprocess
 import time
-import urllib.request
 
 import lance_namespace_urllib3_client as lnc
 import pyarrow as pa
@@ -26,7 +24,7 @@ from lance_namespace_urllib3_client.exceptions import (
     UnauthorizedException,
 )
 
-from conftest import TOKEN, dfmv_bin, serve, stop
+from conftest import TOKEN, dfmv_bin, post, serve, stop
 
 
 def start(tmp_path, *flags):
@@ -77,11 +75,8 @@ def request(kind="query", query=QUERY, schema=TOTALS, **fields):
 def job(url: str, job_id: str) -> dict:
     """The job (this server's jobs route, LanceDB's shape) once finished."""
     for _ in range(500):
-        req = urllib.request.Request(
-            f"{url}/v1/jobs/describe", data=json.dumps({"job_id": job_id}).encode(), method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
-        with urllib.request.urlopen(req) as answer:
-            described = json.load(answer)
+        status, described = post(url, "/v1/jobs/describe", {"job_id": job_id})
+        assert status == 200, described
         if described["state"] != "IN_PROGRESS":
             return described
         time.sleep(0.02)
@@ -89,12 +84,9 @@ def job(url: str, job_id: str) -> dict:
 
 
 def rows(url: str, sql: str) -> list:
-    req = urllib.request.Request(
-        f"{url}/v1/sql", data=json.dumps({"sql": sql}).encode(), method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json",
-                 "Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(req) as answer:
-        return json.load(answer)
+    status, answer = post(url, "/v1/sql", {"sql": sql})
+    assert status == 200, answer
+    return answer
 
 
 def test_create_and_refresh_with_the_generated_client(server):
@@ -201,10 +193,7 @@ def test_a_full_job_queue_is_service_unavailable(tmp_path):
         kind, code, _ = error_of(lambda: views.create_materialized_view("w", request(with_no_data=False)))
         assert (kind, code) == (ServiceException, 17)
         assert rows(url, "SELECT count(*) AS n FROM materialized_views() WHERE table_name = 'w'") == [{"n": 0}]
-        req = urllib.request.Request(
-            f"{url}/v1/jobs/cancel", data=json.dumps({"job_id": busy}).encode(), method="POST",
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
-        with urllib.request.urlopen(req) as answer:
-            assert json.load(answer)["state"] == "CANCELLED"
+        status, cancelled = post(url, "/v1/jobs/cancel", {"job_id": busy})
+        assert (status, cancelled["state"]) == (200, "CANCELLED"), cancelled
     finally:
         stop(proc)
