@@ -33,10 +33,14 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// Newest metadata format this build reads and the one it writes: 2 is
-/// the index log with one log per view (see [`IndexVersion`]); 1, a log
-/// of whole-catalog [`Manifest`]s, is read and migrated.
-pub const MANIFEST_FORMAT: u32 = 2;
+/// Newest metadata format this build reads and the one it writes: 3 is
+/// the index log with one log per view (see [`IndexVersion`]) whose
+/// versions record each remembered relation that changed
+/// ([`IndexAction::PutRelation`], [`IndexAction::RemoveRelation`]); 2 is
+/// the same but repeats every remembered relation whenever one changes,
+/// and is read as it is (a format 3 build needs no migration from it);
+/// 1, a log of whole-catalog [`Manifest`]s, is read and migrated.
+pub const MANIFEST_FORMAT: u32 = 3;
 
 /// Newest definition format: the definition is DataFusion SQL, planned with
 /// the recorded default catalog and schema.

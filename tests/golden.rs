@@ -10,8 +10,10 @@
 //! back must give exactly that JSON: renaming, dropping or re-encoding a
 //! field (ours, or the Arrow schema's serde form) fails here before it can
 //! strand a catalog (format 1 is what catalogs written before format 2 hold;
-//! this build reads and migrates them). `manifest-format3.json` stands for
-//! a newer build's file: refused by name, never half read.
+//! this build reads and migrates them). `manifest-format4.json` stands for
+//! a newer build's file: refused by name, never half read. The index
+//! actions of format 3 are pinned here too; `tests/data/format2-catalog`
+//! (read by `tests/migration.rs`) pins what format 2 wrote.
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion_matview::Error;
@@ -19,7 +21,7 @@ use datafusion_matview::catalog::parse_manifest;
 use datafusion_matview::spec::{Fingerprint, Manifest, QualifiedName, RelationKind};
 
 const FORMAT1: &str = include_str!("data/manifest-format1.json");
-const FORMAT3: &str = include_str!("data/manifest-format3.json");
+const FORMAT4: &str = include_str!("data/manifest-format4.json");
 
 fn read() -> Manifest {
     parse_manifest("tests/data/manifest-format1.json", FORMAT1.as_bytes(), 11).unwrap()
@@ -131,18 +133,18 @@ fn format_1_reads_every_kind_of_entry() {
 
 #[test]
 fn a_newer_format_is_refused_by_name() {
-    let err = parse_manifest("cat/_matview/log/12.json", FORMAT3.as_bytes(), 12).unwrap_err();
+    let err = parse_manifest("cat/_matview/log/12.json", FORMAT4.as_bytes(), 12).unwrap_err();
     assert!(matches!(
         err,
         Error::UnsupportedFormat {
-            found: 3,
-            supported: 2,
+            found: 4,
+            supported: 3,
             ..
         }
     ));
     assert_eq!(
         err.to_string(),
-        "manifest cat/_matview/log/12.json has format version 3, but this build reads up to 2\n\
+        "manifest cat/_matview/log/12.json has format version 4, but this build reads up to 3\n\
          HINT: Upgrade datafusion-matview to use this catalog."
     );
 }
@@ -190,4 +192,29 @@ fn a_resolved_table_is_written_as_pinned() {
     let old: RelationEntry = serde_json::from_str(before).unwrap();
     assert_eq!(old.resolved, None);
     assert_eq!(serde_json::to_string(&old).unwrap(), before);
+}
+
+/// Format 3's per-relation index actions, pinned: an index version that
+/// remembers, replaces or forgets one relation names only that one.
+#[test]
+fn relation_changes_are_written_as_pinned() {
+    use datafusion_matview::spec::{IndexAction, RelationEntry};
+    let entry = RelationEntry {
+        name: name("t"),
+        kind: RelationKind::View,
+        sql: "CREATE VIEW t AS SELECT 1 AS x".into(),
+        default_catalog: "datafusion".into(),
+        default_schema: "public".into(),
+        withheld_options: vec![],
+        resolved: None,
+    };
+    let put = r#"{"put_relation":{"name":{"catalog":"datafusion","schema":"public","name":"t"},"kind":"view","sql":"CREATE VIEW t AS SELECT 1 AS x","default_catalog":"datafusion","default_schema":"public"}}"#;
+    let remove = r#"{"remove_relation":{"catalog":"datafusion","schema":"public","name":"t"}}"#;
+    for (action, json) in [
+        (IndexAction::PutRelation(entry), put),
+        (IndexAction::RemoveRelation(name("t")), remove),
+    ] {
+        assert_eq!(serde_json::to_string(&action).unwrap(), json);
+        assert_eq!(serde_json::from_str::<IndexAction>(json).unwrap(), action);
+    }
 }

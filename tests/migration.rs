@@ -3,7 +3,9 @@
 //! remembered, an aggregate view, a view with column names refreshed
 //! twice, a view never populated, a view over another view, a dropped
 //! view) opens with this build, reads as it is, and moves to format 2 with
-//! its next commit or `migrate`, reading the same afterwards.
+//! its next commit or `migrate`, reading the same afterwards. A catalog
+//! written in format 2 (`tests/data/format2-catalog`) reads as it is and
+//! needs no migration: format 3 only records relation changes one by one.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,11 +20,26 @@ mod common;
 
 const FIXTURE: &str = "tests/data/format1-catalog";
 
-/// A copy of the checked-in catalog (tests never change the original).
+/// A catalog the build before format 3 wrote, with `dfmv -f` from the
+/// repository root: tables `orders` (CSV, columns given; later replaced by
+/// `CREATE OR REPLACE` with one more option), `inferred` (its schema
+/// inferred from a folder) and `gone` (dropped), the plain view `recent`,
+/// and the materialized views `daily` (over `orders`), `on_recent` (over
+/// `recent`) and `from_inferred`, all populated. Its remembered tables
+/// keep absolute locations under the checkout that wrote it, so the test
+/// reads the views' snapshots, not the tables' files.
+const FORMAT2_FIXTURE: &str = "tests/data/format2-catalog";
+
+/// A copy of the checked-in format 1 catalog (tests never change the
+/// original).
 fn copy_fixture() -> (tempfile::TempDir, PathBuf) {
+    copy_of(FIXTURE)
+}
+
+fn copy_of(fixture: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let catalog = dir.path().join("catalog");
-    common::copy_dir(Path::new(FIXTURE), &catalog);
+    common::copy_dir(Path::new(fixture), &catalog);
     (dir, catalog)
 }
 
@@ -129,7 +146,7 @@ async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
     .unwrap();
     // Builds before format 2 read `format_version` first and refuse
     // anything above 1 by name (tests/golden.rs pins that message).
-    assert_eq!(latest["format_version"], 2);
+    assert_eq!(latest["format_version"], 3);
     assert_eq!(latest["base"]["views"].as_array().unwrap().len(), 4);
     let after = common::files_under(&catalog);
     // The format 1 versions stay for their retention window, as any
@@ -272,5 +289,110 @@ async fn every_relation_builds(s: &MatviewSession) {
         .collect()
         .await
         .unwrap();
+    }
+}
+
+/// The remembered relations' names, in creation order.
+fn relation_names(s: &MatviewSession) -> Vec<String> {
+    s.catalog()
+        .relations()
+        .iter()
+        .map(|r| r.name.name.clone())
+        .collect()
+}
+
+/// Index version `version` of `catalog`, as JSON.
+fn index_version(catalog: &Path, version: u64) -> serde_json::Value {
+    let path = catalog.join(format!("_matview/log/{version:020}.json"));
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_format_2_catalog_reads_as_it_is_and_records_relation_changes_one_by_one() {
+    let (dir, catalog) = copy_of(FORMAT2_FIXTURE);
+    assert_eq!(index_version(&catalog, 10)["format_version"], 2);
+    let before = common::files_under(&catalog);
+    let s = open(&catalog).await;
+    assert!(!s.catalog().is_format_1());
+    assert_eq!(s.catalog().index().version, 10);
+    assert_eq!(relation_names(&s), ["orders", "inferred", "recent"]);
+    let orders = &s.catalog().relations()[0];
+    assert!(
+        orders.sql.contains("'format.delimiter' ','"),
+        "replaced in its place"
+    );
+    assert!(
+        s.catalog()
+            .relations()
+            .iter()
+            .filter(|r| r.name.name != "recent")
+            .all(|r| r.resolved.is_some())
+    );
+    let expect_views = async |s: &MatviewSession| {
+        assert_eq!(
+            rows(s, "SELECT * FROM daily ORDER BY day").await,
+            ["2026-01-01|15|2", "2026-01-02|7|1", "2026-01-03|1|1"]
+        );
+        assert_eq!(rows(s, "SELECT * FROM on_recent").await, ["2|8"]);
+        assert_eq!(rows(s, "SELECT * FROM from_inferred").await, ["4"]);
+    };
+    expect_views(&s).await;
+    assert_eq!(
+        common::files_under(&catalog),
+        before,
+        "reading wrote nothing"
+    );
+
+    // A relation remembered, then forgotten: each index version names
+    // that one relation alone, in format 3.
+    let csv = dir.path().join("more.csv");
+    std::fs::write(&csv, "x\n1\n").unwrap();
+    s.sql(&format!(
+        "CREATE EXTERNAL TABLE more STORED AS CSV LOCATION '{}' OPTIONS ('format.has_header' 'true')",
+        csv.display()
+    ))
+    .await
+    .unwrap();
+    let created = index_version(&catalog, 11);
+    assert_eq!(created["format_version"], 3);
+    let actions = created["actions"].as_array().unwrap();
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    assert_eq!(actions[0]["put_relation"]["name"]["name"], "more");
+    assert_eq!(relation_names(&s), ["orders", "inferred", "recent", "more"]);
+
+    // Another process reads format 2 and format 3 versions together.
+    let other = open(&catalog).await;
+    assert_eq!(
+        relation_names(&other),
+        ["orders", "inferred", "recent", "more"]
+    );
+    assert_eq!(rows(&other, "SELECT x FROM more").await, ["1"]);
+    other.sql("DROP TABLE more").await.unwrap();
+    let dropped = index_version(&catalog, 12);
+    for v in 11..15 {
+        if let Ok(b) = std::fs::read(catalog.join(format!("_matview/log/{v:020}.json"))) {
+            eprintln!("{v}: {}", String::from_utf8_lossy(&b));
+        }
+    }
+    assert_eq!(dropped["format_version"], 3);
+    assert_eq!(
+        dropped["actions"],
+        serde_json::json!([{"remove_relation": {"catalog": "datafusion", "schema": "public", "name": "more"}}])
+    );
+    let third = open(&catalog).await;
+    assert_eq!(relation_names(&third), ["orders", "inferred", "recent"]);
+    expect_views(&third).await;
+    // The first process catches up with the other's change.
+    s.catalog().reload().await.unwrap();
+    assert_eq!(relation_names(&s), ["orders", "inferred", "recent"]);
+}
+
+#[test]
+fn the_format_2_fixture_repeats_every_relation_in_each_version() {
+    for version in 1..=10u64 {
+        let value = index_version(Path::new(FORMAT2_FIXTURE), version);
+        assert_eq!(value["format_version"], 2, "version {version}");
+        let text = value.to_string();
+        assert!(!text.contains("put_relation") && !text.contains("remove_relation"));
     }
 }

@@ -361,17 +361,22 @@ impl Catalog {
     /// The index at `latest`: the versions from `latest` back to `start`
     /// (a checkpoint), a version with a base, a format 1 manifest or the
     /// beginning, applied in order. `None` when a version on the way is
-    /// missing.
+    /// missing. Versions are read several at a time: from a checkpoint, all
+    /// those after it; without one (where the walk stops is not known), the
+    /// latest alone and then twice as many each round, so a format 1
+    /// manifest or a base at the latest version costs one read.
     async fn walk_back(
         &self,
         mut start: Option<Loaded>,
         latest: u64,
     ) -> Result<Option<(Loaded, Option<Arc<Manifest>>)>> {
+        const MOST_AT_ONCE: u64 = 16;
         let floor = start.as_ref().map_or(0, |i| i.version());
         let mut changes = vec![];
         let mut version = latest;
         let mut legacy = None;
-        let base = loop {
+        let mut at_once = if start.is_some() { MOST_AT_ONCE } else { 1 };
+        let base = 'walk: loop {
             if version == floor
                 && let Some(loaded) = start.take()
             {
@@ -381,23 +386,37 @@ impl Catalog {
                 self.set_base_version(0);
                 break Loaded::Ready(Arc::new(Index::default()));
             }
-            match self.read_index_version(version).await? {
-                Some(Read::Changes(mut read)) => match read.base.take() {
-                    Some(base) => {
-                        self.set_base_version(version);
-                        changes.push(read);
-                        break Loaded::Ready(Arc::new(*base));
+            let lowest = version.saturating_sub(at_once - 1).max(floor + 1);
+            let reads: Vec<BoxFuture<'_, Result<Option<Read>>>> = (lowest..=version)
+                .rev()
+                .map(|v| Box::pin(self.read_index_version(v)) as BoxFuture<'_, _>)
+                .collect();
+            // An error counts only once the walk reaches its version: one
+            // below a base (a recovery's, say) may be unreadable.
+            let reads: Vec<Result<Option<Read>>> = futures::stream::iter(reads)
+                .buffered(MOST_AT_ONCE as usize)
+                .collect()
+                .await;
+            for read in reads {
+                match read? {
+                    Some(Read::Changes(mut read)) => match read.base.take() {
+                        Some(base) => {
+                            self.set_base_version(version);
+                            changes.push(read);
+                            break 'walk Loaded::Ready(Arc::new(*base));
+                        }
+                        None => changes.push(read),
+                    },
+                    Some(Read::Whole(manifest)) => {
+                        let index = legacy_index(&manifest);
+                        legacy = Some(Arc::new(manifest));
+                        break 'walk Loaded::Ready(Arc::new(index));
                     }
-                    None => changes.push(read),
-                },
-                Some(Read::Whole(manifest)) => {
-                    let index = legacy_index(&manifest);
-                    legacy = Some(Arc::new(manifest));
-                    break Loaded::Ready(Arc::new(index));
+                    None => return Ok(None),
                 }
-                None => return Ok(None),
+                version -= 1;
             }
-            version -= 1;
+            at_once = (at_once * 2).min(MOST_AT_ONCE);
         };
         changes.reverse();
         let base = base.extended(&changes);
@@ -654,10 +673,10 @@ impl Catalog {
         }
     }
 
-    /// Moves a format 1 catalog to format 2: every view's entry and data
+    /// Moves a format 1 catalog to the current format: every view's entry and data
     /// become the first version of a log of its own, then one index version
     /// with the whole index as its base is committed on top of the format 1
-    /// log. Returns whether it migrated (false: already format 2, or
+    /// log. Returns whether it migrated (false: already format 2 or later, or
     /// nothing committed yet). Safe to race with other writers and other
     /// migrations: the index version is written only if no version of its
     /// number exists, and the view logs of a migration that lost are

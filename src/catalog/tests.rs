@@ -749,3 +749,61 @@ async fn a_checkpoint_whose_views_do_not_parse_fails_every_statement() {
     );
     assert!(reader.refresh().await.is_err(), "and stays failed");
 }
+
+#[tokio::test]
+async fn opening_stops_at_a_base_whatever_lies_below_it() {
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let c = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
+    for _ in 0..5 {
+        c.commit(|_| Ok(())).await.unwrap();
+    }
+    // Version 6 holds the whole index as its base, as a recovery writes it.
+    let mut index = (*c.index()).clone();
+    index.version = 6;
+    index.commit_id = crate::spec::new_id();
+    let record = IndexVersion {
+        format_version: MANIFEST_FORMAT,
+        version: 6,
+        committed_at: index.committed_at,
+        commit_id: index.commit_id.clone(),
+        base: Some(Box::new(index)),
+        actions: vec![],
+    };
+    memory
+        .put(
+            &c.index_log.version_path(6),
+            PutPayload::from(index::encode("an index version", &record).unwrap()),
+        )
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        c.commit(|_| Ok(())).await.unwrap();
+    }
+    assert_eq!(c.index().version, 9);
+    // Versions are read several at a time, 3 among them; below the base,
+    // it is never needed.
+    memory
+        .put(&c.index_log.version_path(3), PutPayload::from("not json"))
+        .await
+        .unwrap();
+    let reader = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
+    assert_eq!(reader.index().version, 9);
+    // Above it, it is, and named.
+    memory
+        .put(&c.index_log.version_path(8), PutPayload::from("not json"))
+        .await
+        .unwrap();
+    let err = Catalog::open(
+        "memory:///cat",
+        ObjectStoreUrl::parse("memory://").unwrap(),
+        Arc::clone(&memory),
+        Path::from("cat"),
+        DEFAULT_RETENTION,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("00000000000000000008.json"),
+        "{err}"
+    );
+}

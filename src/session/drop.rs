@@ -110,20 +110,22 @@ impl MatviewSession {
             .filter(|(_, k)| *k == Kind::MaterializedView)
             .map(|(n, _)| n.clone())
             .collect();
-        let remembered = self.catalog.index();
-        if dropped.is_empty()
-            && !order
-                .iter()
-                .any(|(n, _)| remembered.relations.iter().any(|r| &r.name == n))
-        {
-            deregister_views()?;
-            return Ok(cascaded);
-        }
         let views: Vec<&QualifiedName> = order
             .iter()
             .filter(|(_, k)| *k == Kind::View)
             .map(|(n, _)| n)
             .collect();
+        // Nothing of the index to change (a table the statement drops is
+        // forgotten by the caller, in a commit of its own): no version.
+        let remembered = self.catalog.index();
+        if dropped.is_empty()
+            && !views
+                .iter()
+                .any(|n| remembered.relations.iter().any(|r| &r.name == *n))
+        {
+            deregister_views()?;
+            return Ok(cascaded);
+        }
         // Checked again at every attempt of the commit: a view another
         // session created over one of them since the check above stops it.
         let requirements = no_dependents(&order);

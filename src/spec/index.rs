@@ -107,9 +107,15 @@ pub enum IndexAction {
     PutView(IndexEntry),
     /// A view dropped.
     RemoveView(QualifiedName),
-    /// The remembered relations, all of them, in creation order (they are
-    /// few: statements a user typed).
+    /// The remembered relations, all of them, in creation order. Format 2
+    /// wrote this whenever one changed; format 3 writes it only when the
+    /// order changes otherwise than [`IndexAction::PutRelation`] and
+    /// [`IndexAction::RemoveRelation`] can say.
     Relations(Vec<RelationEntry>),
+    /// A relation remembered, or replaced in its place (format 3).
+    PutRelation(RelationEntry),
+    /// A relation forgotten (format 3).
+    RemoveRelation(QualifiedName),
     /// View logs retired.
     RetireSlots(Vec<RetiredSlot>),
     /// Retired view logs whose files a cleanup deleted.
@@ -247,9 +253,7 @@ impl Index {
                 actions.push(IndexAction::RemoveView(name.clone()));
             }
         }
-        if self.relations != next.relations {
-            actions.push(IndexAction::Relations(next.relations.clone()));
-        }
+        actions.extend(relation_changes(&self.relations, &next.relations));
         let before: BTreeSet<&str> = self.retired_slots.iter().map(|r| r.slot.as_str()).collect();
         let after: BTreeSet<&str> = next.retired_slots.iter().map(|r| r.slot.as_str()).collect();
         let added: Vec<RetiredSlot> = next
@@ -304,6 +308,10 @@ impl Index {
             match action {
                 IndexAction::PutView(_) | IndexAction::RemoveView(_) => {}
                 IndexAction::Relations(relations) => self.relations = relations.clone(),
+                IndexAction::PutRelation(entry) => self.upsert_relation(entry.clone()),
+                IndexAction::RemoveRelation(name) => {
+                    self.remove_relation(name);
+                }
                 IndexAction::RetireSlots(slots) => {
                     for slot in slots {
                         if !self.retired_slots.iter().any(|r| r.slot == slot.slot) {
@@ -319,6 +327,38 @@ impl Index {
                 }
             }
         }
+    }
+}
+
+/// The actions that turn the remembered relations `before` into `after`:
+/// one per relation that changed, so an index version's size does not grow
+/// with how many relations the catalog remembers; the whole list only when
+/// those would not give `after`'s order (a relation forgotten and
+/// remembered again in one commit moves to the end).
+fn relation_changes(before: &[RelationEntry], after: &[RelationEntry]) -> Vec<IndexAction> {
+    if before == after {
+        return vec![];
+    }
+    let mut actions: Vec<IndexAction> = before
+        .iter()
+        .filter(|old| !after.iter().any(|new| new.name == old.name))
+        .map(|old| IndexAction::RemoveRelation(old.name.clone()))
+        .collect();
+    actions.extend(
+        after
+            .iter()
+            .filter(|new| !before.contains(new))
+            .map(|new| IndexAction::PutRelation(new.clone())),
+    );
+    let mut replayed = Index {
+        relations: before.to_vec(),
+        ..Default::default()
+    };
+    replayed.apply_but_views(&actions);
+    if replayed.relations == after {
+        actions
+    } else {
+        vec![IndexAction::Relations(after.to_vec())]
     }
 }
 
@@ -381,4 +421,72 @@ pub fn retired_between(old: &ViewEntry, new: &ViewEntry) -> Vec<RetiredSnapshot>
         }
     }
     retired
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relation(name: &str, sql: &str) -> RelationEntry {
+        RelationEntry {
+            name: QualifiedName::new("datafusion", "public", name),
+            kind: RelationKind::View,
+            sql: sql.into(),
+            default_catalog: "datafusion".into(),
+            default_schema: "public".into(),
+            withheld_options: vec![],
+            resolved: None,
+        }
+    }
+
+    fn index(relations: &[RelationEntry]) -> Index {
+        Index {
+            relations: relations.to_vec(),
+            ..Default::default()
+        }
+    }
+
+    /// `diff` then `apply` gives `after` exactly; returns the actions.
+    fn replayed(before: &[RelationEntry], after: &[RelationEntry]) -> Vec<IndexAction> {
+        let actions = index(before).diff(&index(after));
+        let mut replay = index(before);
+        replay.apply(&actions);
+        assert_eq!(replay.relations, after);
+        actions
+    }
+
+    #[test]
+    fn a_relation_change_names_only_that_relation() {
+        let (a, b, c) = (
+            relation("a", "SELECT 1"),
+            relation("b", "SELECT 2"),
+            relation("c", "SELECT 3"),
+        );
+        let b2 = relation("b", "SELECT 22");
+        let all = [a.clone(), b.clone(), c.clone()];
+        assert_eq!(replayed(&all, &all), vec![]);
+        assert_eq!(
+            replayed(&all[..2], &all),
+            vec![IndexAction::PutRelation(c.clone())]
+        );
+        // Replaced in its place.
+        assert_eq!(
+            replayed(&all, &[a.clone(), b2.clone(), c.clone()]),
+            vec![IndexAction::PutRelation(b2.clone())]
+        );
+        assert_eq!(
+            replayed(&all, &[a.clone(), c.clone()]),
+            vec![IndexAction::RemoveRelation(b.name.clone())]
+        );
+        assert_eq!(
+            replayed(&all, &[a.clone(), c.clone(), b2.clone()]),
+            vec![IndexAction::Relations(vec![a.clone(), c.clone(), b2])]
+        );
+        // Forgotten and remembered again in one change: it moves to the
+        // end, which only the whole list can say.
+        assert_eq!(
+            replayed(&all, &[a.clone(), c.clone(), b.clone()]),
+            vec![IndexAction::Relations(vec![a, c, b])]
+        );
+    }
 }

@@ -426,15 +426,26 @@ pub async fn stdin_table(
 pub async fn register_remembered_stores(session: &MatviewSession) -> Vec<String> {
     let mut warnings = vec![];
     let ctx = session.context();
-    for relation in session.catalog().relations() {
-        if relation.kind != RelationKind::ExternalTable {
-            continue;
-        }
+    // Parsed only for tables that may be remote: a table kept with its
+    // resolved locations, all local, needs no store (and opening a catalog
+    // of many local tables then parses nothing).
+    let remote = session.catalog().relations().into_iter().filter(|r| {
+        r.kind == RelationKind::ExternalTable
+            && r.resolved
+                .as_ref()
+                .is_none_or(|t| t.locations.iter().any(|l| is_remote(&l.url)))
+    });
+    let mut dialect = None;
+    for relation in remote {
         let registered = async {
-            let state = ctx.state();
-            let dialect_name = state.config().options().sql_parser.dialect;
-            let dialect = dialect_from_str(dialect_name)
-                .ok_or_else(|| exec_datafusion_err!("unsupported SQL dialect {dialect_name}"))?;
+            if dialect.is_none() {
+                let name = ctx.state().config().options().sql_parser.dialect;
+                dialect = Some(
+                    dialect_from_str(name)
+                        .ok_or_else(|| exec_datafusion_err!("unsupported SQL dialect {name}"))?,
+                );
+            }
+            let dialect = dialect.as_ref().expect("set above");
             let statements = DFParser::parse_sql_with_dialect(&relation.sql, dialect.as_ref())?;
             match statements.front() {
                 Some(statement @ DFStatement::CreateExternalTable(create))

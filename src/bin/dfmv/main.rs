@@ -186,8 +186,9 @@ enum Sub {
     /// snapshots.
     Recover,
     /// Move a catalog written by an older dfmv (format 1, one log of
-    /// whole-catalog manifests) to format 2 now, rather than with its next
-    /// change. Builds before format 2 then refuse the catalog by name.
+    /// whole-catalog manifests) to the current format now, rather than with
+    /// its next change. Builds that read only older formats then refuse the
+    /// catalog by name.
     Migrate,
     /// Serve the catalog: the materialized-view REST API (with jobs) and
     /// Arrow Flight SQL, until SIGTERM or Ctrl-C.
