@@ -131,6 +131,16 @@ pub enum Error {
         source: Box<Error>,
     },
 
+    /// A statement failed casting a value from a source file, and a file of
+    /// a table it reads has a column of another type than the table's.
+    #[error("{source}\n{}", file.detail())]
+    MismatchedSourceFile {
+        /// The error the statement failed with.
+        source: Box<Error>,
+        /// The file, and the column.
+        file: Box<crate::session::MismatchedFile>,
+    },
+
     /// The query of a view no longer produces the schema the view was created with.
     #[error(
         "materialized view \"{name}\" no longer matches its definition: {reason}\nHINT: Recreate it with CREATE OR REPLACE MATERIALIZED VIEW."

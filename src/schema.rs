@@ -257,10 +257,21 @@ impl MatviewSchemaProvider {
             )));
         };
         let mut building = BUILDING.try_with(Clone::clone).unwrap_or_default();
-        // Planning its own statement looks its name up (and a view whose
-        // definition reaches itself would loop): there, it does not exist.
+        // Planning its own statement looks its name up. A table's needs
+        // only to resolve, and must: answered with nothing, datafusion-cli's
+        // dynamic file schema would take the name for a path and read (and
+        // infer) a folder of that name under the working directory. A view
+        // whose definition reaches itself must not find itself (it would
+        // loop).
         if building.contains(&relation.name) {
-            return Ok(None);
+            return Ok(match relation.kind {
+                RelationKind::ExternalTable => {
+                    Some(Arc::new(datafusion::datasource::empty::EmptyTable::new(
+                        Arc::new(datafusion::arrow::datatypes::Schema::empty()),
+                    )))
+                }
+                RelationKind::View => None,
+            });
         }
         building.push(relation.name.clone());
         let table = BUILDING

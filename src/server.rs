@@ -449,13 +449,18 @@ impl Shared {
         let run = async move {
             let df = shared.statement(&session, &sql).await?;
             let schema = Arc::new(df.schema().as_arrow().clone());
+            let plan = df.logical_plan().clone();
             let mut stream = df.execute_stream().await?;
             let (mut batches, mut bytes) = (vec![], 0usize);
             while let Some(batch) = stream.next().await {
-                let batch = batch.map_err(|e| {
-                    let e = Error::from(e);
-                    access::Refusal::find(&e).unwrap_or(e)
-                })?;
+                let batch = match batch {
+                    Ok(batch) => batch,
+                    Err(e) => {
+                        let e = Error::from(e);
+                        let e = access::Refusal::find(&e).unwrap_or(e);
+                        return Err(session.explain_cast_error(&plan, e).await);
+                    }
+                };
                 bytes += batch.get_array_memory_size();
                 if bytes > limit {
                     return Err(Error::ResultTooLarge { limit });

@@ -47,10 +47,12 @@ use crate::sql::{
 };
 use crate::table::{MaterializedViewTable, UnreadableFile};
 pub use describe::{ColumnDescription, ViewDescription};
+pub use diagnose::{MismatchedFile, is_cast_error};
 
 // One module per statement; each adds methods to `MatviewSession`.
 mod create;
 mod describe;
+mod diagnose;
 mod drop;
 mod guard;
 mod names;
@@ -430,8 +432,9 @@ impl MatviewSession {
     }
 
     /// Moves a catalog written in format 1 (one log of whole-catalog
-    /// manifests, by builds before format 2) to format 2 now; any commit
-    /// does so too. Returns whether it migrated (false: already format 2,
+    /// manifests, by builds before format 2) to the current format now; any
+    /// commit does so too. Returns whether it migrated (false: already
+    /// format 2 or later,
     /// or empty). Views read the same before and after; see
     /// [`Catalog::migrate`].
     pub async fn migrate(&self) -> Result<bool> {

@@ -1693,3 +1693,94 @@ async fn remembered_tables_are_built_when_first_used_with_their_schema() {
     let (c, _) = process().await;
     assert_eq!(freshness_of(&c, "mv").await, ("fresh".to_owned(), None));
 }
+
+/// A file written later with another type for a column fails the
+/// statements that read it, naming the file and the column (queries
+/// through dfmv and the server, and REFRESH), and leaves the table and
+/// its views in the catalog; once the file is gone, everything works
+/// again (issue 36).
+#[tokio::test]
+async fn a_file_of_another_type_is_named_and_the_table_stays() {
+    use datafusion::arrow::array::{Int64Array, StringArray};
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("t");
+    std::fs::create_dir(&folder).unwrap();
+    // `c` holds numbers here (the helper names its second column `c`).
+    write_parquet(
+        &folder.join("a.parquet"),
+        &[1, 2],
+        Arc::new(Int64Array::from(vec![10, 20])),
+    );
+    let location = dir.path().join("catalog").display().to_string();
+    let open = || async {
+        MatviewSession::open_with_options(
+            SessionContext::new(),
+            &location,
+            MatviewOptions {
+                remember_relations: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+    };
+    let a = open().await;
+    a.sql(&format!(
+        "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}/'",
+        folder.display()
+    ))
+    .await
+    .unwrap();
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT sum(c) AS s FROM t")
+        .await
+        .unwrap();
+    // Another writer adds a file whose `c` is a string.
+    let bad = folder.join("b.parquet");
+    write_parquet(&bad, &[3], Arc::new(StringArray::from(vec!["x"])));
+
+    let b = open().await;
+    let df = b.sql("SELECT sum(c) FROM t").await.unwrap();
+    let plan = df.logical_plan().clone();
+    let err = df.collect().await.unwrap_err().to_string();
+    assert!(datafusion_matview::session::is_cast_error(&err), "{err}");
+    let file = b.mismatched_file(&plan).await.expect("the file is found");
+    assert_eq!(file.path, format!("file://{}", bad.display()));
+    assert_eq!((file.table.as_str(), file.column.as_str()), ("t", "c"));
+    assert!(file.file_type.is_string(), "{}", file.file_type);
+    assert_eq!(
+        file.table_type,
+        datafusion::arrow::datatypes::DataType::Int64
+    );
+    // Through a plain view too.
+    b.sql("CREATE VIEW pv AS SELECT k, c FROM t").await.unwrap();
+    let plan = b
+        .sql("SELECT c + 1 FROM pv")
+        .await
+        .unwrap()
+        .logical_plan()
+        .clone();
+    assert_eq!(b.mismatched_file(&plan).await, Some(file.clone()));
+
+    let err = b
+        .sql("REFRESH MATERIALIZED VIEW v")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("could not refresh materialized view \"v\": ")
+            && err.contains(&format!(
+                "DETAIL: file file://{} of table \"t\" has column \"c\" as",
+                bad.display()
+            ))
+            && err.contains("but the table reads it as Int64.\nHINT: "),
+        "{err}"
+    );
+    // The table and the view stay, the view with its data.
+    assert!(b.catalog().relations().iter().any(|r| r.name.name == "t"));
+    assert_eq!(ids(&b, "SELECT s FROM v").await, [30]);
+    std::fs::remove_file(&bad).unwrap();
+    let c = open().await;
+    c.sql("REFRESH MATERIALIZED VIEW v").await.unwrap();
+    assert_eq!(ids(&c, "SELECT s FROM v").await, [30]);
+    assert_eq!(ids(&c, "SELECT sum(c) FROM t").await, [30]);
+}

@@ -1649,6 +1649,51 @@ fn a_corrupt_file_of_a_view_is_named_with_what_to_do() {
     );
 }
 
+/// A file added to a remembered table with another type for a column:
+/// the query fails naming the file and the column, and the table stays.
+#[test]
+fn a_source_file_of_another_type_is_named_with_what_to_do() {
+    let dir = Dir::new();
+    let folder = dir.join("t");
+    dir.ok(&[
+        "-q",
+        "-c",
+        &format!(
+            "COPY (SELECT 1 AS k, 10 AS c) TO '{}/a.parquet'",
+            folder.display()
+        ),
+        "-c",
+        &format!(
+            "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '{}/'",
+            folder.display()
+        ),
+    ]);
+    dir.ok(&[
+        "-q",
+        "-c",
+        &format!(
+            "COPY (SELECT 2 AS k, 'x' AS c) TO '{}/b.parquet'",
+            folder.display()
+        ),
+    ]);
+    let run = dir.dfmv(&["-q", "-c", "SELECT sum(c) FROM t"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "\nDETAIL: file file://{}/b.parquet of table \"t\" has column \"c\" as Utf8",
+            folder.display()
+        )) && run.stdout.contains(
+            "but the table reads it as Int64.\nHINT: Correct or remove the file, or re-create the table"
+        ),
+        "{run:#?}"
+    );
+    std::fs::remove_file(folder.join("b.parquet")).unwrap();
+    assert_eq!(
+        dir.ok(&["-q", "--format", "csv", "-c", "SELECT sum(c) AS s FROM t"]),
+        "s\n10\n"
+    );
+}
+
 // ---- LOCATION '/dev/stdin', as in datafusion-cli ----------------------------
 
 #[test]

@@ -249,7 +249,7 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(view["freshness"], "fresh");
     assert_eq!(view["row_count"], 2);
     assert_eq!(view["version"], 2);
-    assert_eq!(view["format_version"], 2);
+    assert_eq!(view["format_version"], 3);
     assert_eq!(
         view["columns"],
         json!([
@@ -1997,6 +1997,59 @@ async fn queries_see_files_that_landed_since_the_last_one() {
         .job("/v1/materialized_view/n/refresh", json!({}))
         .await;
     assert_eq!(server.rows("SELECT n FROM n").await, json!([{"n": 5}]));
+    server.stop().await;
+}
+
+/// A source file whose column is of another type than the table's fails
+/// the statement over REST and Flight SQL naming the file and the column
+/// (issue 36), as a data error rather than the server's.
+#[tokio::test]
+async fn a_source_file_of_another_type_is_named_to_every_client() {
+    let server = TestServer::start(with_flight()).await;
+    let bad = server.dir.path().join("src/bad.csv");
+    std::fs::write(&bad, "region,amount\nwest,lots\n").unwrap();
+    let detail = format!(
+        "DETAIL: file file://{} of table \"orders\" has column \"amount\" as Utf8",
+        bad.display()
+    );
+    let sum = "SELECT sum(amount) AS s FROM orders";
+    let (status, error) = server.sql(sum).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{error}");
+    assert_eq!(error["condition"], "data_exception");
+    let message = error["detail"].as_str().unwrap();
+    assert!(
+        message.starts_with(&detail) && message.contains("but the table reads it as Int64."),
+        "{error}"
+    );
+    assert!(
+        error["error"].as_str().unwrap().contains("'lots'"),
+        "{error}"
+    );
+    let mut client = flight_client(server.flight.unwrap()).await;
+    let info = client.execute(sum.into(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    let error = match client.do_get(ticket).await {
+        Err(e) => e.to_string(),
+        Ok(stream) => stream
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap_err()
+            .to_string(),
+    };
+    // (tonic's message shows quotes escaped.)
+    assert!(
+        error.contains("failed_precondition") || error.contains("not in a state required"),
+        "{error}"
+    );
+    assert!(
+        error.contains(&format!("DETAIL: file file://{}", bad.display()))
+            && error.contains("has column")
+            && error.contains("amount")
+            && error.contains("HINT: Correct or remove the file"),
+        "{error}"
+    );
+    std::fs::remove_file(&bad).unwrap();
+    assert_eq!(server.rows(sum).await.as_array().unwrap().len(), 1);
     server.stop().await;
 }
 

@@ -155,12 +155,15 @@ fn classify(e: &Error) -> (StatusCode, &'static str, bool) {
             // A refresh that could not run is the server's failure unless
             // the request itself was wrong.
             match status {
-                S::BAD_REQUEST | S::NOT_FOUND | S::CONFLICT | S::FORBIDDEN => {
-                    (status, code, retryable)
-                }
+                S::BAD_REQUEST
+                | S::NOT_FOUND
+                | S::CONFLICT
+                | S::FORBIDDEN
+                | S::UNPROCESSABLE_ENTITY => (status, code, retryable),
                 _ => (S::INTERNAL_SERVER_ERROR, code, retryable),
             }
         }
+        Error::MismatchedSourceFile { .. } => (S::UNPROCESSABLE_ENTITY, "data_exception", false),
         Error::CommitOutcomeUnknown { .. } => (S::SERVICE_UNAVAILABLE, "io_error", true),
         Error::DataFusion(e) => classify_datafusion(e),
         Error::ObjectStore(_) => (S::BAD_GATEWAY, "io_error", true),

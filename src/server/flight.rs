@@ -224,6 +224,8 @@ fn status(e: impl Into<ApiError>) -> Status {
         (StatusCode::SERVICE_UNAVAILABLE, _) => Status::unavailable(message),
         (StatusCode::PAYLOAD_TOO_LARGE, _) => Status::resource_exhausted(message),
         (StatusCode::REQUEST_TIMEOUT, _) => Status::deadline_exceeded(message),
+        // Data the statement read is not what the table says it is.
+        (StatusCode::UNPROCESSABLE_ENTITY, _) => Status::failed_precondition(message),
         _ => Status::internal(message),
     }
 }
@@ -531,11 +533,12 @@ impl FlightSqlService for FlightSql {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&handle)
-            .map(|t| t.df)
             .ok_or_else(|| {
                 Status::not_found("unknown or already fetched ticket: run the statement again")
             })?;
+        let (df, session) = (df.df, self.session(&df.owner));
         let schema = Arc::new(df.schema().as_arrow().clone());
+        let plan = df.logical_plan().clone();
         let limit = self.shared.options.statement_timeout;
         let deadline = tokio::time::Instant::now() + limit;
         // The statement runs on the work runtime, handing its batches over
@@ -551,7 +554,13 @@ impl FlightSqlService for FlightSql {
             };
             while let Some(batch) = stream.next().await {
                 let failed = batch.is_err();
-                if sender.send(batch.map_err(Error::from)).await.is_err() || failed {
+                let batch = match batch {
+                    Ok(batch) => Ok(batch),
+                    // With the source file and column named, if a file
+                    // explains it.
+                    Err(e) => Err(session.explain_cast_error(&plan, e.into()).await),
+                };
+                if sender.send(batch).await.is_err() || failed {
                     return;
                 }
             }

@@ -487,6 +487,8 @@ impl MatviewSession {
         // What expired is removed while the query runs rather than after the
         // commit, off the statement's path; what this refresh supersedes
         // goes with a later one.
+        // For naming the file a cast error comes from, if one does.
+        let plans: Vec<LogicalPlan> = write.parts.iter().map(|p| p.plan.clone()).collect();
         let (written, _) = futures::join!(
             write_snapshot(
                 state,
@@ -499,7 +501,18 @@ impl MatviewSession {
             ),
             self.cleanup_expired()
         );
-        let snapshot = written.map_err(|e| refresh_failed(&display, e))?;
+        let snapshot = match written {
+            Ok(snapshot) => snapshot,
+            Err(mut e) => {
+                for plan in &plans {
+                    e = self.explain_cast_error(plan, e).await;
+                    if matches!(e, Error::MismatchedSourceFile { .. }) {
+                        break;
+                    }
+                }
+                return Err(refresh_failed(&display, e));
+            }
+        };
         if let Err(e) = lease.confirm(&self.catalog, &snapshot.files).await {
             let _ = self
                 .catalog
