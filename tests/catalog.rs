@@ -1783,4 +1783,58 @@ async fn a_file_of_another_type_is_named_and_the_table_stays() {
     c.sql("REFRESH MATERIALIZED VIEW v").await.unwrap();
     assert_eq!(ids(&c, "SELECT s FROM v").await, [30]);
     assert_eq!(ids(&c, "SELECT sum(c) FROM t").await, [30]);
+
+    // When the files are right and the table is not, the user asks for
+    // the schema to be inferred again, and every later process keeps that.
+    let other = dir.path().join("u");
+    std::fs::create_dir(&other).unwrap();
+    write_parquet(
+        &other.join("a.parquet"),
+        &[1],
+        Arc::new(Int64Array::from(vec![10])),
+    );
+    let create = format!(
+        "CREATE OR REPLACE EXTERNAL TABLE u STORED AS PARQUET LOCATION '{}/'",
+        other.display()
+    );
+    c.sql(&create).await.unwrap();
+    write_parquet(
+        &other.join("a.parquet"),
+        &[1],
+        Arc::new(StringArray::from(vec!["ten"])),
+    );
+    let d = open().await;
+    let err = d
+        .sql("SELECT c FROM u")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap_err();
+    assert!(
+        datafusion_matview::session::is_cast_error(&err.to_string()),
+        "{err}"
+    );
+    d.sql(&create).await.unwrap();
+    let e = open().await;
+    let batches = rows(&e, "SELECT c FROM u").await;
+    assert_eq!(
+        datafusion::arrow::util::display::array_value_to_string(batches[0].column(0), 0).unwrap(),
+        "ten"
+    );
+    let u = e
+        .catalog()
+        .relations()
+        .into_iter()
+        .find(|r| r.name.name == "u")
+        .unwrap();
+    assert!(
+        u.resolved
+            .unwrap()
+            .schema
+            .field_with_name("c")
+            .unwrap()
+            .data_type()
+            .is_string()
+    );
 }

@@ -8,6 +8,9 @@ use super::views::commit_id_in;
 use super::*;
 use crate::spec::IndexAction;
 
+/// How many index versions are read at once.
+const MOST_READS_AT_ONCE: usize = 16;
+
 /// The index as loaded: whole, or a checkpoint whose views are not parsed
 /// yet with the versions after it.
 #[derive(Debug, Clone)]
@@ -306,16 +309,10 @@ impl Catalog {
     /// The versions after `from` up to `to`; `None` when one is gone
     /// (deleted under an idle reader) or starts afresh.
     async fn read_forward(&self, from: u64, to: u64) -> Result<Option<Vec<IndexVersion>>> {
-        let reads: Vec<BoxFuture<'_, Result<Option<Read>>>> = (from + 1..=to)
-            .map(|v| Box::pin(self.read_index_version(v)) as BoxFuture<'_, _>)
-            .collect();
-        let reads: Vec<Option<Read>> = futures::stream::iter(reads)
-            .buffered(16)
-            .try_collect()
-            .await?;
+        let reads = self.read_index_versions(from + 1..=to).await;
         let mut changes = Vec::with_capacity(reads.len());
         for read in reads {
-            match read {
+            match read? {
                 Some(Read::Changes(change)) if change.base.is_none() => changes.push(change),
                 _ => return Ok(None),
             }
@@ -358,6 +355,21 @@ impl Catalog {
         }
     }
 
+    /// Reads the index versions `versions`, in that order, up to
+    /// [`MOST_READS_AT_ONCE`] at a time; each with its own outcome.
+    async fn read_index_versions(
+        &self,
+        versions: impl Iterator<Item = u64>,
+    ) -> Vec<Result<Option<Read>>> {
+        let reads: Vec<BoxFuture<'_, Result<Option<Read>>>> = versions
+            .map(|v| Box::pin(self.read_index_version(v)) as BoxFuture<'_, _>)
+            .collect();
+        futures::stream::iter(reads)
+            .buffered(MOST_READS_AT_ONCE)
+            .collect()
+            .await
+    }
+
     /// The index at `latest`: the versions from `latest` back to `start`
     /// (a checkpoint), a version with a base, a format 1 manifest or the
     /// beginning, applied in order. `None` when a version on the way is
@@ -370,12 +382,15 @@ impl Catalog {
         mut start: Option<Loaded>,
         latest: u64,
     ) -> Result<Option<(Loaded, Option<Arc<Manifest>>)>> {
-        const MOST_AT_ONCE: u64 = 16;
         let floor = start.as_ref().map_or(0, |i| i.version());
         let mut changes = vec![];
         let mut version = latest;
         let mut legacy = None;
-        let mut at_once = if start.is_some() { MOST_AT_ONCE } else { 1 };
+        let mut at_once = if start.is_some() {
+            MOST_READS_AT_ONCE as u64
+        } else {
+            1
+        };
         let base = 'walk: loop {
             if version == floor
                 && let Some(loaded) = start.take()
@@ -387,16 +402,9 @@ impl Catalog {
                 break Loaded::Ready(Arc::new(Index::default()));
             }
             let lowest = version.saturating_sub(at_once - 1).max(floor + 1);
-            let reads: Vec<BoxFuture<'_, Result<Option<Read>>>> = (lowest..=version)
-                .rev()
-                .map(|v| Box::pin(self.read_index_version(v)) as BoxFuture<'_, _>)
-                .collect();
             // An error counts only once the walk reaches its version: one
             // below a base (a recovery's, say) may be unreadable.
-            let reads: Vec<Result<Option<Read>>> = futures::stream::iter(reads)
-                .buffered(MOST_AT_ONCE as usize)
-                .collect()
-                .await;
+            let reads = self.read_index_versions((lowest..=version).rev()).await;
             for read in reads {
                 match read? {
                     Some(Read::Changes(mut read)) => match read.base.take() {
@@ -416,7 +424,7 @@ impl Catalog {
                 }
                 version -= 1;
             }
-            at_once = (at_once * 2).min(MOST_AT_ONCE);
+            at_once = (at_once * 2).min(MOST_READS_AT_ONCE as u64);
         };
         changes.reverse();
         let base = base.extended(&changes);

@@ -76,8 +76,9 @@ fn listing_tables(plan: &LogicalPlan, found: &mut Vec<(String, Arc<dyn TableProv
         {
             let any = provider.as_ref() as &dyn std::any::Any;
             if any.downcast_ref::<ListingTable>().is_some() {
-                if !found.iter().any(|(_, p)| Arc::ptr_eq(p, &provider)) {
-                    found.push((scan.table_name.to_string(), provider));
+                let name = scan.table_name.to_string();
+                if !found.iter().any(|(n, _)| *n == name) {
+                    found.push((name, provider));
                 }
             } else if let Some(inner) = provider.get_logical_plan() {
                 listing_tables(&inner, found);
@@ -100,7 +101,11 @@ impl MatviewSession {
         let state = self.ctx.state();
         let mut found: Vec<MismatchedFile> = vec![];
         for (name, provider) in tables {
-            let table = (provider.as_ref() as &dyn std::any::Any).downcast_ref::<ListingTable>()?;
+            let Some(table) =
+                (provider.as_ref() as &dyn std::any::Any).downcast_ref::<ListingTable>()
+            else {
+                continue;
+            };
             let options = table.options();
             let schema = provider.schema();
             let partitions: Vec<&String> = options

@@ -328,10 +328,9 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 datafusion_matview::spec::MANIFEST_FORMAT
             );
         } else {
-            println!(
-                "catalog {catalog} is already in format {}: nothing to migrate",
-                datafusion_matview::spec::MANIFEST_FORMAT
-            );
+            // Format 2 catalogs are read as they are: their next commit
+            // writes format 3 versions after the format 2 ones.
+            println!("catalog {catalog} is already in format 2 or later: nothing to migrate");
         }
         return Ok(true);
     }
