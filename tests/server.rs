@@ -827,6 +827,20 @@ async fn query(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> Vec<R
     fetch(client, info).await
 }
 
+/// The error `sql` fails with, whether at its fetch's start or mid-stream.
+async fn query_error(client: &mut FlightSqlServiceClient<Channel>, sql: &str) -> String {
+    let info = client.execute(sql.to_string(), None).await.unwrap();
+    let ticket = info.endpoint[0].ticket.clone().unwrap();
+    match client.do_get(ticket).await {
+        Err(e) => e.to_string(),
+        Ok(stream) => stream
+            .try_collect::<Vec<_>>()
+            .await
+            .unwrap_err()
+            .to_string(),
+    }
+}
+
 fn strings(batches: &[RecordBatch], column: &str) -> Vec<String> {
     batches
         .iter()
@@ -1859,16 +1873,7 @@ async fn limits_are_enforced_and_recovered_from() {
         started.elapsed()
     );
     let mut a = flight_client(server.flight.unwrap()).await;
-    let info = a.execute(slow.into(), None).await.unwrap();
-    let ticket = info.endpoint[0].ticket.clone().unwrap();
-    let error = match a.do_get(ticket).await {
-        Err(e) => e.to_string(),
-        Ok(stream) => stream
-            .try_collect::<Vec<_>>()
-            .await
-            .unwrap_err()
-            .to_string(),
-    };
+    let error = query_error(&mut a, slow).await;
     assert!(error.contains("statement timeout"), "{error}");
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -2026,16 +2031,7 @@ async fn a_source_file_of_another_type_is_named_to_every_client() {
         "{error}"
     );
     let mut client = flight_client(server.flight.unwrap()).await;
-    let info = client.execute(sum.into(), None).await.unwrap();
-    let ticket = info.endpoint[0].ticket.clone().unwrap();
-    let error = match client.do_get(ticket).await {
-        Err(e) => e.to_string(),
-        Ok(stream) => stream
-            .try_collect::<Vec<_>>()
-            .await
-            .unwrap_err()
-            .to_string(),
-    };
+    let error = query_error(&mut client, sum).await;
     // (tonic's message shows quotes escaped.)
     assert!(
         error.contains("failed_precondition") || error.contains("not in a state required"),

@@ -5,6 +5,11 @@ use super::*;
 use object_store::memory::InMemory;
 
 async fn catalog(store: Arc<dyn ObjectStore>, retention: Duration) -> Catalog {
+    open_catalog(store, retention).await.unwrap()
+}
+
+/// Opens the catalog under `cat/` of `store`, or says why it cannot.
+async fn open_catalog(store: Arc<dyn ObjectStore>, retention: Duration) -> Result<Catalog> {
     Catalog::open(
         "memory:///cat",
         ObjectStoreUrl::parse("memory://").unwrap(),
@@ -13,7 +18,6 @@ async fn catalog(store: Arc<dyn ObjectStore>, retention: Duration) -> Catalog {
         retention,
     )
     .await
-    .unwrap()
 }
 
 #[tokio::test]
@@ -179,15 +183,9 @@ async fn unreadable_and_newer_manifests_are_named() {
         )
         .await
         .unwrap();
-    let err = Catalog::open(
-        "m",
-        ObjectStoreUrl::parse("memory://").unwrap(),
-        Arc::clone(&store),
-        Path::from("cat"),
-        DEFAULT_RETENTION,
-    )
-    .await
-    .unwrap_err();
+    let err = open_catalog(Arc::clone(&store), DEFAULT_RETENTION)
+        .await
+        .unwrap_err();
     assert!(
         err.to_string()
             .contains("cat/_matview/log/00000000000000000001.json is unreadable"),
@@ -793,15 +791,9 @@ async fn opening_stops_at_a_base_whatever_lies_below_it() {
         .put(&c.index_log.version_path(8), PutPayload::from("not json"))
         .await
         .unwrap();
-    let err = Catalog::open(
-        "memory:///cat",
-        ObjectStoreUrl::parse("memory://").unwrap(),
-        Arc::clone(&memory),
-        Path::from("cat"),
-        DEFAULT_RETENTION,
-    )
-    .await
-    .unwrap_err();
+    let err = open_catalog(Arc::clone(&memory), DEFAULT_RETENTION)
+        .await
+        .unwrap_err();
     assert!(
         err.to_string().contains("00000000000000000008.json"),
         "{err}"
