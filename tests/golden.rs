@@ -11,9 +11,10 @@
 //! field (ours, or the Arrow schema's serde form) fails here before it can
 //! strand a catalog (format 1 is what catalogs written before format 2 hold;
 //! this build reads and migrates them). `manifest-format4.json` stands for
-//! a newer build's file: refused by name, never half read. The index
-//! actions of format 3 are pinned here too; `tests/data/format2-catalog`
-//! (read by `tests/migration.rs`) pins what format 2 wrote.
+//! a newer build's file: refused by name, never half read. Every object
+//! of formats 2 and 3 (index version, checkpoint, view version, snapshot
+//! marker) is pinned too, from `tests/data/format2-catalog` (also read
+//! whole by `tests/migration.rs`) and `tests/data/format3-objects`.
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion_matview::Error;
@@ -217,4 +218,92 @@ fn relation_changes_are_written_as_pinned() {
         assert_eq!(serde_json::to_string(&action).unwrap(), json);
         assert_eq!(serde_json::from_str::<IndexAction>(json).unwrap(), action);
     }
+}
+
+/// Reads `text` as a `T` and writes it back: it must give `text` exactly.
+/// Returns what was read.
+fn writes_back<T: serde::Serialize + serde::de::DeserializeOwned>(path: &str, text: &str) -> T {
+    let value: T = serde_json::from_str(text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(serde_json::to_string(&value).unwrap(), text, "{path}");
+    value
+}
+
+/// The checked-in files under `dir` whose path (relative to it) `keep`
+/// accepts, with their text.
+fn files(dir: &str, keep: impl Fn(&str) -> bool) -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut found = vec![];
+    let mut stack = vec![root.clone()];
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            let relative = p.strip_prefix(&root).unwrap().display().to_string();
+            if keep(&relative) {
+                found.push((relative, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Every metadata object format 2 wrote (`tests/data/format2-catalog`, a
+/// catalog the format 2 build made) and format 3 writes
+/// (`tests/data/format3-objects`, from this build: index versions with a
+/// view and with a relation, a checkpoint of 64 versions, a view's
+/// version, a snapshot marker) reads back and writes back byte for byte:
+/// renaming, dropping or re-encoding a field fails here.
+#[test]
+fn format_2_and_3_objects_write_back_exactly_as_checked_in() {
+    use datafusion_matview::spec::{
+        CheckpointHeader, IndexEntry, IndexVersion, SnapshotMarker, ViewVersion,
+    };
+    let index_versions = files("tests/data/format2-catalog", |p| {
+        p.starts_with("_matview/log/")
+    });
+    assert_eq!(index_versions.len(), 10);
+    for (path, text) in &index_versions {
+        let version: IndexVersion = writes_back(path, text);
+        assert_eq!(version.format_version, 2, "{path}");
+    }
+    let view_versions = files("tests/data/format2-catalog", |p| {
+        p.starts_with("_matview/views/") && !p.ends_with("_latest.json")
+    });
+    assert_eq!(view_versions.len(), 3);
+    for (path, text) in &view_versions {
+        writes_back::<ViewVersion>(path, text);
+    }
+    let markers = files("tests/data/format2-catalog", |p| {
+        p.ends_with("/_snapshot.json")
+    });
+    assert_eq!(markers.len(), 3);
+    for (path, text) in &markers {
+        writes_back::<SnapshotMarker>(path, text);
+    }
+
+    let objects = |name: &str| {
+        let path = format!("tests/data/format3-objects/{name}");
+        let text =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(&path))
+                .unwrap();
+        (path, text)
+    };
+    for name in ["index-version-1.json", "index-version-64.json"] {
+        let (path, text) = objects(name);
+        let version: IndexVersion = writes_back(&path, &text);
+        assert_eq!(version.format_version, 3, "{path}");
+    }
+    let (path, text) = objects("view-version-1.json");
+    writes_back::<ViewVersion>(&path, &text);
+    let (path, text) = objects("snapshot-marker.json");
+    writes_back::<SnapshotMarker>(&path, &text);
+    // A checkpoint: its header, a newline, then its views.
+    let (path, text) = objects("checkpoint-64.json");
+    let (header, views) = text.split_once('\n').unwrap();
+    let header: CheckpointHeader = writes_back(&path, header);
+    assert_eq!(header.views_bytes, views.len() as u64);
+    assert_eq!(header.index.relations.len(), 63);
+    let views: Vec<IndexEntry> = writes_back(&path, views);
+    assert_eq!(views.len(), 1);
 }
