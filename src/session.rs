@@ -99,6 +99,16 @@ pub struct MatviewOptions {
     /// false: a session over your own `SessionContext` leaves its cache
     /// alone (REFRESH and freshness checks list afresh regardless).
     pub list_files_per_statement: bool,
+    /// Take a user function (one that is not DataFusion's own) to compute
+    /// the same in every session and process that registers one under its
+    /// name. A catalog cannot compare implementations (a closure registered
+    /// with `create_udf` has no identity but its name and signature), so by
+    /// default a view created over an `Immutable` user function is treated
+    /// like one over a volatile function: its freshness is `unknown` and
+    /// every refresh is full, saying why. Set this when every process that
+    /// refreshes the catalog's views registers the same functions; it
+    /// applies to views created while it is set. Default: false.
+    pub trust_user_functions: bool,
 }
 
 impl Default for MatviewOptions {
@@ -109,6 +119,7 @@ impl Default for MatviewOptions {
             cleanup_after_commit: true,
             remember_relations: false,
             list_files_per_statement: false,
+            trust_user_functions: false,
         }
     }
 }

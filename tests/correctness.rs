@@ -182,6 +182,91 @@ async fn views_over_functions_that_depend_on_when_they_run_are_never_fresh() {
     }
 }
 
+/// A user function another process may register under the same name with
+/// another body (the catalog cannot tell two closures apart): a view over
+/// one is never `fresh` and refreshes fully, saying why, unless the
+/// session trusts user functions by name. DataFusion's own functions,
+/// including ones that keep a per-session configuration, are known.
+#[tokio::test]
+async fn views_over_user_functions_are_fresh_only_when_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let plus = |n: i64| {
+        create_udf(
+            "plus",
+            vec![DataType::Int64],
+            DataType::Int64,
+            Volatility::Immutable,
+            Arc::new(move |args: &[ColumnarValue]| {
+                let ColumnarValue::Array(a) = &args[0] else {
+                    unreachable!("a column")
+                };
+                let a = a.as_primitive::<Int64Type>();
+                Ok(ColumnarValue::Array(Arc::new(
+                    a.iter()
+                        .map(|v| v.map(|v| v + n))
+                        .collect::<datafusion::arrow::array::Int64Array>(),
+                )))
+            }),
+        )
+    };
+    let csv = dir.path().join("t.csv");
+    std::fs::write(&csv, "x\n1\n2\n").unwrap();
+    let table = format!(
+        "CREATE EXTERNAL TABLE t (x BIGINT) STORED AS CSV LOCATION '{}' \
+         OPTIONS ('format.has_header' 'true')",
+        csv.display()
+    );
+    let a = open(&dir.path().join("cat")).await;
+    a.context().register_udf(plus(1));
+    a.sql(&table).await.unwrap();
+    a.sql("CREATE MATERIALIZED VIEW p AS SELECT sum(plus(x)) AS s FROM t")
+        .await
+        .unwrap();
+    // Built-in functions, scalar, aggregate and window, and a user
+    // function's absence: fresh.
+    a.sql(
+        "CREATE MATERIALIZED VIEW b AS SELECT abs(x) AS a, upper('x') AS u, \
+         to_timestamp(x) AS ts, sum(x) OVER () AS w, row_number() OVER () AS r FROM t",
+    )
+    .await
+    .unwrap();
+    assert_eq!(freshness(&a, "b").await, "fresh");
+    assert_eq!(refresh(&a, "b").await.0, "no_op");
+    assert_eq!(count(&a, "SELECT s FROM p").await, 5);
+    assert_eq!(freshness(&a, "p").await, "unknown");
+    let (mode, detail) = refresh(&a, "p").await;
+    assert_eq!(mode, "full");
+    assert!(detail.starts_with("calls user function plus()"), "{detail}");
+
+    // Another process whose `plus` adds 10 computes with its own: the view
+    // was never reported fresh, and its refresh is full.
+    let b = open(&dir.path().join("cat")).await;
+    b.context().register_udf(plus(10));
+    assert_eq!(freshness(&b, "p").await, "unknown");
+    assert_eq!(refresh(&b, "p").await.0, "full");
+    assert_eq!(count(&b, "SELECT s FROM p").await, 23);
+
+    // Trusted by name: fresh, and a refresh with nothing changed is a no-op.
+    let trusting = MatviewSession::open_with_options(
+        SessionContext::new(),
+        &dir.path().join("trusting").display().to_string(),
+        MatviewOptions {
+            trust_user_functions: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    trusting.context().register_udf(plus(1));
+    trusting.sql(&table).await.unwrap();
+    trusting
+        .sql("CREATE MATERIALIZED VIEW p AS SELECT sum(plus(x)) AS s FROM t")
+        .await
+        .unwrap();
+    assert_eq!(freshness(&trusting, "p").await, "fresh");
+    assert_eq!(refresh(&trusting, "p").await.0, "no_op");
+}
+
 /// `count` of non-null values, as an aggregate that declares itself
 /// `Stable` (a user function whose result may depend on when it runs).
 #[derive(Debug)]

@@ -311,7 +311,7 @@ impl MatviewSession {
                 default_schema,
                 schema: plan.schema().as_arrow().clone(),
                 sources: sources.into_iter().collect(),
-                not_reproducible: not_reproducible(&plan),
+                not_reproducible: not_reproducible(&plan, self.options.trust_user_functions),
                 settings: Some(crate::refresh::result_settings(
                     self.ctx.state().config().options(),
                 )),

@@ -4,12 +4,62 @@
 
 use super::*;
 
+/// The kinds of function a plan calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum FunctionKind {
+    Scalar,
+    Aggregate,
+    Window,
+}
+
+/// The type that implements a function (through its `dyn Any` form, so
+/// the function's own type, not the reference's).
+fn implementation_of(function: &dyn std::any::Any) -> std::any::TypeId {
+    function.type_id()
+}
+
+/// Whether the function `name` of `kind`, implemented by the type
+/// `implementation`, is DataFusion's own (registered by default under
+/// that name, by that type: a user's function under a built-in name is
+/// not).
+fn is_datafusion_own(kind: FunctionKind, name: &str, implementation: std::any::TypeId) -> bool {
+    use datafusion::execution::SessionStateDefaults as Defaults;
+    type Own = std::collections::HashSet<(FunctionKind, String, std::any::TypeId)>;
+    static OWN: std::sync::OnceLock<Own> = std::sync::OnceLock::new();
+    let own = OWN.get_or_init(|| {
+        let mut own = Own::new();
+        for f in Defaults::default_scalar_functions() {
+            let id = implementation_of(f.inner().as_ref());
+            for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+                own.insert((FunctionKind::Scalar, name.to_owned(), id));
+            }
+        }
+        for f in Defaults::default_aggregate_functions() {
+            let id = implementation_of(f.inner().as_ref());
+            for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+                own.insert((FunctionKind::Aggregate, name.to_owned(), id));
+            }
+        }
+        for f in Defaults::default_window_functions() {
+            let id = implementation_of(f.inner().as_ref());
+            for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
+                own.insert((FunctionKind::Window, name.to_owned(), id));
+            }
+        }
+        own
+    });
+    own.contains(&(kind, name.to_owned(), implementation))
+}
+
 /// Why running `plan` again may give other rows even when its sources are
 /// unchanged, if it may: a function that is not `Immutable` (volatile ones
 /// such as `random()`, and stable ones such as `now()` or `current_date()`,
 /// whose value depends on when the query runs), of any kind (scalar,
-/// aggregate, window), or a table function.
-pub(super) fn not_reproducible(plan: &LogicalPlan) -> Option<String> {
+/// aggregate, window), or a table function; unless `trust_user_functions`
+/// (see [`MatviewOptions::trust_user_functions`]), also a user function,
+/// which another session may register under the same name with another
+/// implementation.
+pub(super) fn not_reproducible(plan: &LogicalPlan, trust_user_functions: bool) -> Option<String> {
     let mut why = None;
     let _ = plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node
@@ -22,32 +72,53 @@ pub(super) fn not_reproducible(plan: &LogicalPlan) -> Option<String> {
         node.apply_expressions(|expr| {
             expr.apply(|e| {
                 let function = match e {
-                    Expr::ScalarFunction(f) => Some((f.name(), f.func.signature().volatility)),
-                    Expr::AggregateFunction(f) => {
-                        Some((f.func.name(), f.func.signature().volatility))
-                    }
-                    Expr::WindowFunction(f) => Some((
-                        f.fun.name(),
-                        match &f.fun {
-                            WindowFunctionDefinition::AggregateUDF(udf) => {
-                                udf.signature().volatility
-                            }
-                            WindowFunctionDefinition::WindowUDF(udf) => udf.signature().volatility,
-                        },
+                    Expr::ScalarFunction(f) => Some((
+                        f.name(),
+                        f.func.signature().volatility,
+                        FunctionKind::Scalar,
+                        implementation_of(f.func.inner().as_ref()),
                     )),
+                    Expr::AggregateFunction(f) => Some((
+                        f.func.name(),
+                        f.func.signature().volatility,
+                        FunctionKind::Aggregate,
+                        implementation_of(f.func.inner().as_ref()),
+                    )),
+                    Expr::WindowFunction(f) => Some(match &f.fun {
+                        WindowFunctionDefinition::AggregateUDF(udf) => (
+                            udf.name(),
+                            udf.signature().volatility,
+                            FunctionKind::Aggregate,
+                            implementation_of(udf.inner().as_ref()),
+                        ),
+                        WindowFunctionDefinition::WindowUDF(udf) => (
+                            udf.name(),
+                            udf.signature().volatility,
+                            FunctionKind::Window,
+                            implementation_of(udf.inner().as_ref()),
+                        ),
+                    }),
                     _ => None,
                 };
-                match function {
-                    Some((name, volatility)) if volatility != Volatility::Immutable => {
-                        let kind = match volatility {
-                            Volatility::Volatile => "non-deterministic",
-                            _ => "depends on when it runs",
-                        };
-                        found = Some(format!("{kind}: {name}()"));
-                        Ok(TreeNodeRecursion::Stop)
-                    }
-                    _ => Ok(TreeNodeRecursion::Continue),
+                let Some((name, volatility, kind, implementation)) = function else {
+                    return Ok(TreeNodeRecursion::Continue);
+                };
+                if volatility != Volatility::Immutable {
+                    let why = match volatility {
+                        Volatility::Volatile => "non-deterministic",
+                        _ => "depends on when it runs",
+                    };
+                    found = Some(format!("{why}: {name}()"));
+                    return Ok(TreeNodeRecursion::Stop);
                 }
+                if !trust_user_functions && !is_datafusion_own(kind, name, implementation) {
+                    found = Some(format!(
+                        "calls user function {name}(), which another session may define \
+                         otherwise (MatviewOptions::trust_user_functions)"
+                    ));
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+                Ok(TreeNodeRecursion::Continue)
             })
         })?;
         if let Some(reason) = found {

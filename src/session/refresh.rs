@@ -295,7 +295,7 @@ impl MatviewSession {
             .definition
             .not_reproducible
             .clone()
-            .or_else(|| not_reproducible(&plan));
+            .or_else(|| not_reproducible(&plan, self.options.trust_user_functions));
         let detail = match (&entry.snapshot, not_reproducible) {
             (None, _) => "first refresh".to_string(),
             (Some(_), _) if full => "FULL requested".to_string(),
