@@ -1775,6 +1775,17 @@ async fn a_file_of_another_type_is_named_and_the_table_stays() {
             && err.contains("but the table reads it as Int64.\nHINT: "),
         "{err}"
     );
+    // CREATE too: it names the file, and leaves no view behind.
+    let err = b
+        .sql("CREATE MATERIALIZED VIEW w AS SELECT sum(c) AS s FROM t")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(&format!("DETAIL: file file://{} of table", bad.display())),
+        "{err}"
+    );
+    assert!(b.sql("SELECT * FROM w").await.is_err());
     // The table and the view stay, the view with its data.
     assert!(b.catalog().relations().iter().any(|r| r.name.name == "t"));
     assert_eq!(ids(&b, "SELECT s FROM v").await, [30]);

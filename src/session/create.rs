@@ -124,7 +124,9 @@ impl MatviewSession {
                     let write = self
                         .full_write(plan, &shape, &fingerprints, &Default::default())
                         .await?;
-                    write_snapshot(
+                    let plans: Vec<LogicalPlan> =
+                        write.parts.iter().map(|p| p.plan.clone()).collect();
+                    match write_snapshot(
                         state,
                         &self.catalog,
                         &entry,
@@ -133,7 +135,11 @@ impl MatviewSession {
                         fingerprints,
                         &lease,
                     )
-                    .await?
+                    .await
+                    {
+                        Ok(snapshot) => snapshot,
+                        Err(e) => return Err(self.explain_write_error(&plans, e).await),
+                    }
                 }
             });
         }

@@ -162,6 +162,23 @@ impl MatviewSession {
         found.into_iter().next()
     }
 
+    /// `error`, from writing the results of `plans` (a CREATE's or a
+    /// REFRESH's parts), with the file and column named when one of them
+    /// reads a file that explains it ([`Self::explain_cast_error`]).
+    pub(crate) async fn explain_write_error(
+        &self,
+        plans: &[LogicalPlan],
+        mut error: Error,
+    ) -> Error {
+        for plan in plans {
+            error = self.explain_cast_error(plan, error).await;
+            if matches!(error, Error::MismatchedSourceFile { .. }) {
+                break;
+            }
+        }
+        error
+    }
+
     /// `error`, from running a statement planned as `plan`, with the file
     /// and column named when it is a cast error a source file explains
     /// ([`Self::mismatched_file`]).

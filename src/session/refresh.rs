@@ -484,11 +484,11 @@ impl MatviewSession {
         // Cleanup (here or in any process) leaves what this write makes
         // alone until it commits.
         let lease = self.catalog.lease(&entry, false).await?;
+        // For naming the file a cast error comes from, if one does.
+        let plans: Vec<LogicalPlan> = write.parts.iter().map(|p| p.plan.clone()).collect();
         // What expired is removed while the query runs rather than after the
         // commit, off the statement's path; what this refresh supersedes
         // goes with a later one.
-        // For naming the file a cast error comes from, if one does.
-        let plans: Vec<LogicalPlan> = write.parts.iter().map(|p| p.plan.clone()).collect();
         let (written, _) = futures::join!(
             write_snapshot(
                 state,
@@ -503,13 +503,8 @@ impl MatviewSession {
         );
         let snapshot = match written {
             Ok(snapshot) => snapshot,
-            Err(mut e) => {
-                for plan in &plans {
-                    e = self.explain_cast_error(plan, e).await;
-                    if matches!(e, Error::MismatchedSourceFile { .. }) {
-                        break;
-                    }
-                }
+            Err(e) => {
+                let e = self.explain_write_error(&plans, e).await;
                 return Err(refresh_failed(&display, e));
             }
         };
