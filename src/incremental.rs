@@ -164,6 +164,11 @@ pub(crate) fn fingerprinted_files(
 }
 
 impl Write {
+    /// The plan of each part, in order.
+    pub(crate) fn plans(&self) -> Vec<LogicalPlan> {
+        self.parts.iter().map(|p| p.plan.clone()).collect()
+    }
+
     /// Makes every part read each pinned table as exactly its pinned files
     /// (subqueries included), whatever lands in it meanwhile: what a refresh
     /// reads is then what its fingerprints say it read, so a file added

@@ -124,8 +124,7 @@ impl MatviewSession {
                     let write = self
                         .full_write(plan, &shape, &fingerprints, &Default::default())
                         .await?;
-                    let plans: Vec<LogicalPlan> =
-                        write.parts.iter().map(|p| p.plan.clone()).collect();
+                    let plans = write.plans();
                     match write_snapshot(
                         state,
                         &self.catalog,

@@ -99,7 +99,9 @@ impl MatviewSession {
         let mut tables = vec![];
         listing_tables(plan, &mut tables);
         let state = self.ctx.state();
-        let mut found: Vec<MismatchedFile> = vec![];
+        // The first mismatch found, unless one of a string column read as
+        // something else (what fails to cast) comes later.
+        let mut first: Option<MismatchedFile> = None;
         for (name, provider) in tables {
             let Some(table) =
                 (provider.as_ref() as &dyn std::any::Any).downcast_ref::<ListingTable>()
@@ -154,12 +156,12 @@ impl MatviewSession {
                         if is_string(field.data_type()) && !is_string(expected.data_type()) {
                             return Some(mismatch);
                         }
-                        found.push(mismatch);
+                        first.get_or_insert(mismatch);
                     }
                 }
             }
         }
-        found.into_iter().next()
+        first
     }
 
     /// `error`, from writing the results of `plans` (a CREATE's or a

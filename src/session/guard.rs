@@ -28,23 +28,22 @@ fn is_datafusion_own(kind: FunctionKind, name: &str, implementation: std::any::T
     static OWN: std::sync::OnceLock<Own> = std::sync::OnceLock::new();
     let own = OWN.get_or_init(|| {
         let mut own = Own::new();
+        let mut add = |kind, name: &str, aliases: &[String], id| {
+            for name in std::iter::once(name).chain(aliases.iter().map(String::as_str)) {
+                own.insert((kind, name.to_owned(), id));
+            }
+        };
         for f in Defaults::default_scalar_functions() {
             let id = implementation_of(f.inner().as_ref());
-            for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
-                own.insert((FunctionKind::Scalar, name.to_owned(), id));
-            }
+            add(FunctionKind::Scalar, f.name(), f.aliases(), id);
         }
         for f in Defaults::default_aggregate_functions() {
             let id = implementation_of(f.inner().as_ref());
-            for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
-                own.insert((FunctionKind::Aggregate, name.to_owned(), id));
-            }
+            add(FunctionKind::Aggregate, f.name(), f.aliases(), id);
         }
         for f in Defaults::default_window_functions() {
             let id = implementation_of(f.inner().as_ref());
-            for name in std::iter::once(f.name()).chain(f.aliases().iter().map(String::as_str)) {
-                own.insert((FunctionKind::Window, name.to_owned(), id));
-            }
+            add(FunctionKind::Window, f.name(), f.aliases(), id);
         }
         own
     });

@@ -485,7 +485,7 @@ impl MatviewSession {
         // alone until it commits.
         let lease = self.catalog.lease(&entry, false).await?;
         // For naming the file a cast error comes from, if one does.
-        let plans: Vec<LogicalPlan> = write.parts.iter().map(|p| p.plan.clone()).collect();
+        let plans = write.plans();
         // What expired is removed while the query runs rather than after the
         // commit, off the statement's path; what this refresh supersedes
         // goes with a later one.
