@@ -1,21 +1,26 @@
-//! How the catalog's costs grow with the number of views (issue 14), each
-//! measured as a ratio in one run:
+//! How the catalog's costs grow with the number of views (issues 14 and
+//! 35), each measured as a ratio in one run:
 //!
-//! 1. `REFRESH MATERIALIZED VIEW target FULL` (100 rows) in a catalog of
-//!    10,000 views against the same in a catalog holding only that view,
-//!    with the metadata bytes each commit writes;
-//! 2. opening a catalog of 10,000 views and running `SELECT 1`, against
-//!    the same with 10 views;
-//! 3. 8 processes refreshing their own view 50 times each in one catalog at
+//! 1. `REFRESH MATERIALIZED VIEW target FULL` (100 rows) as a new `dfmv`
+//!    process (the release binary, as a script or cron job runs it) in a
+//!    catalog of 10,000 views against the same in a catalog holding only
+//!    that view, with the metadata bytes each commit writes;
+//! 2. a new `dfmv` process opening the catalog and running `SELECT 1`,
+//!    10,000 views against 1;
+//! 3. a new `dfmv` process describing one view (`\dm target`), 10,000
+//!    views against 1;
+//! 4. 8 processes refreshing their own view 50 times each in one catalog at
 //!    once, against one process making the same 400 refreshes in turn
 //!    (lost commits and conflicts counted; on the S3 server too when
 //!    `DFMV_TEST_S3_ENDPOINT` is set);
-//! 4. creating the 10,000 views from one script: how long, and the
-//!    catalog's metadata on disk against views x one view's definition.
+//! 5. creating the 10,000 views from one script, against 10,000 times
+//!    creating a catalog of one view (both in one process, statement by
+//!    statement as `dfmv -f` runs them), and the catalog's metadata files
+//!    and bytes per view.
 //!
-//! Run: `cargo bench --no-default-features --bench catalog_scale`
+//! Run: `cargo bench --no-default-features --features cli --bench catalog_scale`
 //! (`DFMV_SCALE_VIEWS` changes 10,000, `DFMV_SCALE_SAMPLES` the 15 samples
-//! per timing). The process also runs as one worker of part 3 when
+//! per timing). The process also runs as one worker of part 4 when
 //! `DFMV_SCALE_WORKER` is set.
 
 use std::path::{Path, PathBuf};
@@ -23,13 +28,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use datafusion::arrow::array::AsArray;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::sql::ScriptSplitter;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 
 mod common;
-use common::{env_usize, median, ms};
+use common::{compare_checked, dfmv, env_usize, median, ms};
 
 const TARGET: &str = "CREATE MATERIALIZED VIEW target AS \
     SELECT value AS id, value * 2 AS doubled FROM generate_series(1, 100)";
@@ -73,7 +77,8 @@ async fn run(s: &MatviewSession, sql: &str) -> Vec<datafusion::arrow::array::Rec
 }
 
 /// The script of `views` CREATE statements (`target` last) and runs it
-/// statement by statement, as `dfmv -f` does.
+/// statement by statement in a new session, as `dfmv -f` does: how long
+/// (opening included) and how many statements.
 async fn create_catalog(location: &Path, views: usize) -> (Duration, usize) {
     let mut script = String::new();
     for i in 0..views.saturating_sub(1) {
@@ -83,8 +88,8 @@ async fn create_catalog(location: &Path, views: usize) -> (Duration, usize) {
     }
     script.push_str(TARGET);
     script.push_str(";\n");
-    let s = open(&location.display().to_string(), None).await;
     let started = Instant::now();
+    let s = open(&location.display().to_string(), None).await;
     let mut splitter = ScriptSplitter::new();
     let mut count = 0;
     for line in script.split_inclusive('\n') {
@@ -136,55 +141,31 @@ fn last_view_commit_bytes(catalog: &Path, s: &MatviewSession) -> u64 {
     newest.metadata().unwrap().len()
 }
 
-/// Part 1: the same full refresh in the small and the large catalog,
-/// alternating.
-async fn refresh_full(
+/// Parts 1 to 3: `sql` as a new `dfmv` process in the small and the large
+/// catalog, alternating; `check` sees each output.
+fn processes(
     small: &Path,
     large: &Path,
     samples: usize,
-) -> (Duration, Duration, u64, u64) {
-    let a = open(&small.display().to_string(), None).await;
-    let b = open(&large.display().to_string(), None).await;
-    let (mut ta, mut tb) = (vec![], vec![]);
-    for _ in 0..samples {
-        for (s, times) in [(&a, &mut ta), (&b, &mut tb)] {
-            let started = Instant::now();
-            let out = run(s, "REFRESH MATERIALIZED VIEW target FULL").await;
-            times.push(started.elapsed());
-            // The work timed is a full refresh that wrote all 100 rows.
-            assert_eq!(out[0].column(1).as_string::<i32>().value(0), "full");
-        }
-    }
-    (
-        median(ta),
-        median(tb),
-        last_view_commit_bytes(small, &a),
-        last_view_commit_bytes(large, &b),
-    )
-}
-
-/// Part 2: a fresh context, the catalog opened, `SELECT 1`.
-async fn open_and_select(
-    small: &Path,
-    large: &Path,
-    views: (usize, usize),
-    samples: usize,
+    sql: &str,
+    check: impl Fn(&str),
 ) -> (Duration, Duration) {
-    let (mut ta, mut tb) = (vec![], vec![]);
-    for _ in 0..samples {
-        for (dir, n, times) in [(small, views.0, &mut ta), (large, views.1, &mut tb)] {
-            let started = Instant::now();
-            let s = open(&dir.display().to_string(), None).await;
-            let out = run(&s, "SELECT 1").await;
-            times.push(started.elapsed());
-            assert_eq!(out[0].num_rows(), 1);
-            assert_eq!(s.catalog().index().views.len(), n);
-        }
-    }
-    (median(ta), median(tb))
+    compare_checked(samples, || dfmv(small, sql), || dfmv(large, sql), check)
 }
 
-/// A worker of part 3: refreshes `view` `rounds` times; prints how many
+/// Part 5's unit: a new catalog of one view, created in a new session
+/// (median of `samples`).
+async fn one_view_catalog(root: &Path, samples: usize) -> Duration {
+    let mut times = vec![];
+    for i in 0..samples {
+        let (took, count) = create_catalog(&root.join(format!("single-{i}")), 1).await;
+        assert_eq!(count, 1);
+        times.push(took);
+    }
+    median(times)
+}
+
+/// A worker of part 4: refreshes `view` `rounds` times; prints how many
 /// refreshes failed (a conflict reported to the user would be one).
 async fn worker(location: &str, views: &[String], rounds: usize, s3: Option<&str>) {
     let s = open(location, s3).await;
@@ -203,7 +184,7 @@ async fn worker(location: &str, views: &[String], rounds: usize, s3: Option<&str
     println!("FAILED {failed}");
 }
 
-/// Part 3: `procs` processes, each refreshing its own view `rounds` times,
+/// Part 4: `procs` processes, each refreshing its own view `rounds` times,
 /// against one process refreshing all of them in turn. Returns the two
 /// wall times, the failures, and the commits missing from the logs.
 async fn concurrent(
@@ -293,47 +274,79 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let root: PathBuf = dir.path().to_path_buf();
     rt.block_on(async {
-        let (large, one, ten) = (root.join("large"), root.join("one"), root.join("ten"));
+        let (large, one) = (root.join("large"), root.join("one"));
         let (took, statements) = create_catalog(&large, views).await;
         let (metadata, metadata_files) = dir_bytes(&large.join("_matview"));
         let (data, _) = dir_bytes(&large);
         create_catalog(&one, 1).await;
-        create_catalog(&ten, 10).await;
         // One view's definition: its own log as created (its entry: SQL,
         // columns, defaults, sources, its first snapshot; and the log's
         // pointer).
         let (one_definition, _) = dir_bytes(&one.join("_matview/views"));
-        println!("== 4. create {views} views from one script");
-        println!(
-            "{statements} statements in {:.1} s ({:.2} ms each); metadata on disk {} bytes in {} files \
-             = {:.2} x (views x one view's log, {} bytes); data and metadata {} bytes",
-            took.as_secs_f64(),
-            ms(took) / statements as f64,
-            metadata,
-            metadata_files,
-            metadata as f64 / (views as f64 * one_definition as f64),
-            one_definition,
-            data,
-        );
 
-        println!("== 1. REFRESH FULL of a 100-row view, 1 view vs {views} views ({samples} samples)");
-        let (small_t, large_t, small_b, large_b) = refresh_full(&one, &large, samples).await;
+        println!("== 1. REFRESH FULL of a 100-row view, new dfmv process, 1 view vs {views} views ({samples} samples)");
+        let (small_t, large_t) = processes(
+            &one,
+            &large,
+            samples,
+            "REFRESH MATERIALIZED VIEW target FULL",
+            // The work timed is a full refresh that wrote all 100 rows.
+            |out| assert!(out.contains("target,full,") && out.contains(",100,"), "{out}"),
+        );
+        let (a, b) = (open(&one.display().to_string(), None).await, open(&large.display().to_string(), None).await);
         println!(
             "1 view: {:.2} ms, {} metadata bytes per commit; {views} views: {:.2} ms, {} bytes; ratio {:.2}",
             ms(small_t),
-            small_b,
+            last_view_commit_bytes(&one, &a),
             ms(large_t),
-            large_b,
+            last_view_commit_bytes(&large, &b),
             large_t.as_secs_f64() / small_t.as_secs_f64()
         );
 
-        println!("== 2. open + SELECT 1, 10 views vs {views} views ({samples} samples)");
-        let (ten_t, large_t) = open_and_select(&ten, &large, (10, views), samples).await;
+        println!("== 2. open + SELECT 1, new dfmv process, 1 view vs {views} views ({samples} samples)");
+        let (small_t, large_t) = processes(&one, &large, samples, "SELECT 1", |out| {
+            assert_eq!(out, "Int64(1)\n1\n")
+        });
         println!(
-            "10 views: {:.2} ms; {views} views: {:.2} ms; ratio {:.2}",
-            ms(ten_t),
+            "1 view: {:.2} ms; {views} views: {:.2} ms; ratio {:.2}",
+            ms(small_t),
             ms(large_t),
-            large_t.as_secs_f64() / ten_t.as_secs_f64()
+            large_t.as_secs_f64() / small_t.as_secs_f64()
+        );
+
+        println!("== 3. describe one view (\\dm target), new dfmv process, 1 view vs {views} views ({samples} samples)");
+        let (small_t, large_t) = processes(&one, &large, samples, "\\dm target", |out| {
+            assert_eq!(out.lines().count(), 2, "a header and the one view: {out}");
+            assert!(out.lines().nth(1).unwrap().contains("target"), "{out}");
+        });
+        println!(
+            "1 view: {:.2} ms; {views} views: {:.2} ms; ratio {:.2}",
+            ms(small_t),
+            ms(large_t),
+            large_t.as_secs_f64() / small_t.as_secs_f64()
+        );
+
+        println!("== 5. create {views} views from one script vs {views} x a catalog of one view");
+        let single = one_view_catalog(&root, samples).await;
+        println!(
+            "{statements} statements in {:.1} s ({:.2} ms each); one view's catalog {:.2} ms, x {views} = {:.1} s; \
+             ratio {:.2}",
+            took.as_secs_f64(),
+            ms(took) / statements as f64,
+            ms(single),
+            single.as_secs_f64() * views as f64,
+            took.as_secs_f64() / (single.as_secs_f64() * views as f64),
+        );
+        println!(
+            "metadata on disk {} bytes in {} files: {:.0} bytes and {:.2} files per view \
+             = {:.2} x (views x one view's log, {} bytes); data and metadata {} bytes",
+            metadata,
+            metadata_files,
+            metadata as f64 / views as f64,
+            metadata_files as f64 / views as f64,
+            metadata as f64 / (views as f64 * one_definition as f64),
+            one_definition,
+            data,
         );
 
         let rounds = env_usize("DFMV_SCALE_ROUNDS", 50);
@@ -354,7 +367,7 @@ fn main() {
             ));
         }
         for (what, location, s3) in targets {
-            println!("== 3. {procs} processes x {rounds} refreshes, {what}");
+            println!("== 4. {procs} processes x {rounds} refreshes, {what}");
             let (serial, parallel, failed, missing) =
                 concurrent(&location, s3.as_deref(), procs, rounds).await;
             println!(

@@ -18,59 +18,15 @@
 //! Run: `cargo bench --no-default-features --features cli --bench remembered_tables`
 //! (release; builds `dfmv`).
 
-use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
-
 use datafusion::prelude::SessionContext;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 
 mod common;
-use common::{env_usize, median, ms};
+use common::{compare, dfmv, env_usize, ms};
 
 const TABLES: usize = 20;
 const FILES: usize = 100;
 const ROWS: usize = 1_000;
-
-/// `dfmv --catalog <catalog> -q -c <sql>`: its output and how long it took.
-fn dfmv(catalog: &Path, sql: &str) -> (String, Duration) {
-    let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_dfmv"))
-        .arg("--catalog")
-        .arg(catalog)
-        .args(["-q", "--format", "csv", "-c", sql])
-        .output()
-        .expect("dfmv runs");
-    let took = started.elapsed();
-    assert!(
-        out.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (String::from_utf8(out.stdout).unwrap(), took)
-}
-
-/// Times `a` and `b` `samples` times each, interleaved; checks each run
-/// answers as the first did. Returns the medians.
-fn compare(
-    samples: usize,
-    a: impl Fn() -> (String, Duration),
-    b: impl Fn() -> (String, Duration),
-) -> (Duration, Duration) {
-    let (expected, _) = a();
-    let (other, _) = b();
-    assert_eq!(expected, other, "both sides answer the same");
-    let (mut xs, mut ys) = (vec![], vec![]);
-    for _ in 0..samples {
-        let (out, took) = a();
-        assert_eq!(out, expected);
-        xs.push(took);
-        let (out, took) = b();
-        assert_eq!(out, expected);
-        ys.push(took);
-    }
-    (median(xs), median(ys))
-}
 
 fn main() {
     // `cargo test --benches` runs this without `--bench`: nothing to do.

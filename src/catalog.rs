@@ -51,9 +51,9 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
 
 use crate::error::{Error, Result};
 use crate::spec::{
-    CheckpointHeader, Index, IndexEntry, IndexVersion, MANIFEST_FORMAT, META_SNAPSHOT, Manifest,
-    QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SlotId, SnapshotMarker, ViewEntry,
-    ViewVersion, is_snapshot_file_name, is_snapshot_id,
+    CheckpointHeader, CheckpointViews, Index, IndexEntry, IndexVersion, MANIFEST_FORMAT,
+    META_SNAPSHOT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SlotId,
+    SnapshotMarker, ViewEntry, ViewVersion, Views, is_snapshot_file_name, is_snapshot_id,
 };
 
 mod cleanup;
@@ -97,10 +97,7 @@ pub struct Catalog {
     root: Path,
     retention: Duration,
     index_log: journal::Log,
-    index: RwLock<index::Loaded>,
-    /// Why the loaded checkpoint's views could not be parsed, if they
-    /// could not (every statement then fails with it).
-    poisoned: Mutex<Option<Error>>,
+    index: RwLock<Arc<Index>>,
     /// The format 1 manifest the loaded index was read from, until the
     /// catalog moves to format 2.
     legacy: RwLock<Option<Arc<Manifest>>>,
@@ -215,8 +212,7 @@ impl Catalog {
             root,
             retention,
             index_log,
-            index: RwLock::new(index::Loaded::Ready(Arc::new(Index::default()))),
-            poisoned: Mutex::new(None),
+            index: RwLock::new(Arc::new(Index::default())),
             legacy: RwLock::new(None),
             checkpoint: Mutex::new(None),
             base_version: Mutex::new(None),
@@ -250,11 +246,10 @@ impl Catalog {
     }
 
     /// The most recently loaded or committed index. The views of a
-    /// checkpoint read at opening are parsed here, the first time they are
-    /// needed; see [`Self::version`], [`Self::schemas`] and
-    /// [`Self::relations`] for what needs no parsing.
+    /// checkpoint read at opening are parsed as they are needed: finding
+    /// one ([`Index::view`]) parses its block, listing them parses all.
     pub fn index(&self) -> Arc<Index> {
-        self.materialize()
+        self.loaded()
     }
 
     /// Object path of a file given relative to the catalog root.

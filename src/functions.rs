@@ -191,7 +191,7 @@ impl TableProvider for MaterializedViewsFunction {
             return plan_err!("materialized_views() needs a DataFusion SessionState");
         };
         self.catalog.reload().await?;
-        let states = self.catalog.views_each().await;
+        let states = self.catalog.views_each().await?;
         let defaults = self
             .view_defaults
             .lock()

@@ -16,6 +16,7 @@ mod fingerprint;
 mod index;
 mod layout;
 mod name;
+mod views;
 
 pub use fingerprint::{FileFingerprint, Fingerprint, SourceFingerprint};
 pub use index::{
@@ -26,6 +27,9 @@ pub use layout::{
     MAX_PATH_PART, encode_path_part, is_snapshot_file_name, is_snapshot_id, view_dir,
 };
 pub use name::{QualifiedName, quote_ident};
+pub use views::{
+    CHECKPOINT_BLOCK_VIEWS, CheckpointBlock, CheckpointViews, Views, checkpoint_blocks,
+};
 
 /// A new id for a view definition, a snapshot or a commit: 32 lowercase
 /// hex digits (a random UUID), the shape [`is_snapshot_id`] expects.
@@ -33,14 +37,17 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// Newest metadata format this build reads and the one it writes: 3 is
+/// Newest metadata format this build reads and the one it writes: 4 is
+/// format 3 with a checkpoint's views in blocks of
+/// [`CHECKPOINT_BLOCK_VIEWS`] in name order ([`CheckpointHeader::blocks`]),
+/// so finding one view parses one block; 3 is
 /// the index log with one log per view (see [`IndexVersion`]) whose
 /// versions record each remembered relation that changed
 /// ([`IndexAction::PutRelation`], [`IndexAction::RemoveRelation`]); 2 is
-/// the same but repeats every remembered relation whenever one changes,
-/// and is read as it is (a format 3 build needs no migration from it);
-/// 1, a log of whole-catalog [`Manifest`]s, is read and migrated.
-pub const MANIFEST_FORMAT: u32 = 3;
+/// the same but repeats every remembered relation whenever one changes.
+/// Formats 2 and 3 are read as they are; 1, a log of whole-catalog
+/// [`Manifest`]s, is read and migrated.
+pub const MANIFEST_FORMAT: u32 = 4;
 
 /// Newest definition format: the definition is DataFusion SQL, planned with
 /// the recorded default catalog and schema.

@@ -1849,3 +1849,64 @@ async fn a_file_of_another_type_is_named_and_the_table_stays() {
             .is_string()
     );
 }
+
+/// A statement that names one view, in a process that has just opened a
+/// catalog of many views, parses only that view's block of the newest
+/// checkpoint: querying, refreshing and describing it, and committing a
+/// new view (issue 35). Listing every view parses the rest.
+#[tokio::test]
+async fn one_view_statements_parse_one_block_of_the_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = dir.path().join("catalog").to_string_lossy().into_owned();
+    let s = MatviewSession::open(SessionContext::new(), &location)
+        .await
+        .unwrap();
+    // 200 views, unpopulated but v100; the newest checkpoint, at index
+    // version 192, holds v000 to v191 in three blocks of 64.
+    for i in 0..200 {
+        let data = if i == 100 { "" } else { " WITH NO DATA" };
+        s.sql(&format!(
+            "CREATE MATERIALIZED VIEW v{i:03} AS SELECT {i} AS x{data}"
+        ))
+        .await
+        .unwrap();
+    }
+    let s = MatviewSession::open(SessionContext::new(), &location)
+        .await
+        .unwrap();
+    let parsed = |s: &MatviewSession| s.catalog().index().views.checkpoint_blocks_parsed();
+    assert_eq!(parsed(&s), Some((0, 3)), "opening parses no view");
+    let rows = s
+        .sql("SELECT x FROM v100")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert_eq!(rows[0].column(0).as_primitive::<Int64Type>().value(0), 100);
+    s.sql("REFRESH MATERIALIZED VIEW v100 FULL")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let name = datafusion_matview::spec::QualifiedName::new("datafusion", "public", "v100");
+    assert_eq!(s.describe(&name).await.unwrap().name, "v100");
+    assert_eq!(
+        parsed(&s),
+        Some((1, 3)),
+        "one view's statements parse its block"
+    );
+    // Its name falls in v100's block, which says it is new.
+    s.sql("CREATE MATERIALIZED VIEW v100a AS SELECT 1 AS y")
+        .await
+        .unwrap();
+    assert_eq!(
+        parsed(&s),
+        Some((1, 3)),
+        "committing a new view parses only the block of its name"
+    );
+    let listed = s.list_views(None, None, 1000).await.unwrap();
+    assert_eq!(listed.len(), 201);
+    assert_eq!(parsed(&s), Some((3, 3)), "listing parses every block");
+}

@@ -1792,7 +1792,7 @@ fn migrate_moves_a_catalog_of_the_previous_build_once() {
     assert_eq!(
         run.stdout,
         format!(
-            "catalog {} moved to format 3 at version 10\n",
+            "catalog {} moved to format 4 at version 10\n",
             catalog.display()
         )
     );

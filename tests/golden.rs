@@ -10,11 +10,12 @@
 //! back must give exactly that JSON: renaming, dropping or re-encoding a
 //! field (ours, or the Arrow schema's serde form) fails here before it can
 //! strand a catalog (format 1 is what catalogs written before format 2 hold;
-//! this build reads and migrates them). `manifest-format4.json` stands for
+//! this build reads and migrates them). `manifest-format5.json` stands for
 //! a newer build's file: refused by name, never half read. Every object
-//! of formats 2 and 3 (index version, checkpoint, view version, snapshot
+//! of formats 2 to 4 (index version, checkpoint, view version, snapshot
 //! marker) is pinned too, from `tests/data/format2-catalog` (also read
-//! whole by `tests/migration.rs`) and `tests/data/format3-objects`.
+//! whole by `tests/migration.rs`), `tests/data/format3-objects` and
+//! `tests/data/format4-objects` (a checkpoint of 100 views in two blocks).
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion_matview::Error;
@@ -22,7 +23,7 @@ use datafusion_matview::catalog::parse_manifest;
 use datafusion_matview::spec::{Fingerprint, Manifest, QualifiedName, RelationKind};
 
 const FORMAT1: &str = include_str!("data/manifest-format1.json");
-const FORMAT4: &str = include_str!("data/manifest-format4.json");
+const FORMAT5: &str = include_str!("data/manifest-format5.json");
 
 fn read() -> Manifest {
     parse_manifest("tests/data/manifest-format1.json", FORMAT1.as_bytes(), 11).unwrap()
@@ -134,18 +135,18 @@ fn format_1_reads_every_kind_of_entry() {
 
 #[test]
 fn a_newer_format_is_refused_by_name() {
-    let err = parse_manifest("cat/_matview/log/12.json", FORMAT4.as_bytes(), 12).unwrap_err();
+    let err = parse_manifest("cat/_matview/log/12.json", FORMAT5.as_bytes(), 12).unwrap_err();
     assert!(matches!(
         err,
         Error::UnsupportedFormat {
-            found: 4,
-            supported: 3,
+            found: 5,
+            supported: 4,
             ..
         }
     ));
     assert_eq!(
         err.to_string(),
-        "manifest cat/_matview/log/12.json has format version 4, but this build reads up to 3\n\
+        "manifest cat/_matview/log/12.json has format version 5, but this build reads up to 4\n\
          HINT: Upgrade datafusion-matview to use this catalog."
     );
 }
@@ -249,13 +250,14 @@ fn files(dir: &str, keep: impl Fn(&str) -> bool) -> Vec<(String, String)> {
 }
 
 /// Every metadata object format 2 wrote (`tests/data/format2-catalog`, a
-/// catalog the format 2 build made) and format 3 writes
-/// (`tests/data/format3-objects`, from this build: index versions with a
-/// view and with a relation, a checkpoint of 64 versions, a view's
-/// version, a snapshot marker) reads back and writes back byte for byte:
+/// catalog the format 2 build made), format 3 wrote
+/// (`tests/data/format3-objects`: index versions with a view and with a
+/// relation, a checkpoint of 64 versions, a view's version, a snapshot
+/// marker) and format 4 writes (`tests/data/format4-objects`: a
+/// checkpoint in blocks) reads back and writes back byte for byte:
 /// renaming, dropping or re-encoding a field fails here.
 #[test]
-fn format_2_and_3_objects_write_back_exactly_as_checked_in() {
+fn format_2_to_4_objects_write_back_exactly_as_checked_in() {
     use datafusion_matview::spec::{
         CheckpointHeader, IndexEntry, IndexVersion, SnapshotMarker, ViewVersion,
     };
@@ -306,4 +308,24 @@ fn format_2_and_3_objects_write_back_exactly_as_checked_in() {
     assert_eq!(header.index.relations.len(), 63);
     let views: Vec<IndexEntry> = writes_back(&path, views);
     assert_eq!(views.len(), 1);
+
+    // Format 4's checkpoint: its header, then one line per block of views
+    // in name order, each as long as the header says.
+    let path = "tests/data/format4-objects/checkpoint-64.json";
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap();
+    let (header, views) = text.split_once('\n').unwrap();
+    let header: CheckpointHeader = writes_back(path, header);
+    assert_eq!(header.format_version, 4);
+    assert_eq!(header.views_bytes, views.len() as u64);
+    assert_eq!(header.blocks.len(), 2);
+    let mut all: Vec<IndexEntry> = vec![];
+    for (block, line) in header.blocks.iter().zip(views.split('\n')) {
+        assert_eq!(block.bytes, line.len() as u64);
+        let entries: Vec<IndexEntry> = writes_back(path, line);
+        assert_eq!(entries[0].name, block.first);
+        all.extend(entries);
+    }
+    assert_eq!(all.len(), 100);
+    assert!(all.windows(2).all(|w| w[0].name < w[1].name));
 }

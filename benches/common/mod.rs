@@ -28,6 +28,63 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// `dfmv --catalog <catalog> -q --format csv -c <sql>` as a new process
+/// (the release `dfmv` of a bench run with feature `cli`): its output and
+/// how long it took.
+pub fn dfmv(catalog: &Path, sql: &str) -> (String, Duration) {
+    let Some(exe) = option_env!("CARGO_BIN_EXE_dfmv") else {
+        panic!("a bench of dfmv needs feature `cli`");
+    };
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(exe)
+        .arg("--catalog")
+        .arg(catalog)
+        .args(["-q", "--format", "csv", "-c", sql])
+        .output()
+        .expect("dfmv runs");
+    let took = started.elapsed();
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (String::from_utf8(out.stdout).unwrap(), took)
+}
+
+/// Times `a` and `b` `samples` times each, interleaved, after one run of
+/// each not timed; `check` sees every output of either. Returns the
+/// medians.
+pub fn compare_checked(
+    samples: usize,
+    a: impl Fn() -> (String, Duration),
+    b: impl Fn() -> (String, Duration),
+    check: impl Fn(&str),
+) -> (Duration, Duration) {
+    let (mut xs, mut ys) = (vec![], vec![]);
+    for round in 0..=samples {
+        for (side, times) in [(&a as &dyn Fn() -> _, &mut xs), (&b, &mut ys)] {
+            let (out, took) = side();
+            check(&out);
+            if round > 0 {
+                times.push(took);
+            }
+        }
+    }
+    (median(xs), median(ys))
+}
+
+/// [`compare_checked`] where both sides answer what `a` first did.
+pub fn compare(
+    samples: usize,
+    a: impl Fn() -> (String, Duration),
+    b: impl Fn() -> (String, Duration),
+) -> (Duration, Duration) {
+    let (expected, _) = a();
+    compare_checked(samples, a, b, |out| {
+        assert_eq!(out, expected, "both sides answer the same")
+    })
+}
+
 /// Where criterion writes its estimates (the target directory's
 /// `criterion/`).
 pub fn criterion_dir() -> PathBuf {

@@ -218,15 +218,22 @@ impl Catalog {
                 .map(|e| e.slot.clone())
                 .collect()
         } else {
-            let live: std::collections::HashSet<&str> =
-                index.views.values().map(|e| e.slot.as_str()).collect();
+            // A log is live when its view's entry names it (found by name:
+            // listing every view would cost what the catalog holds).
+            let live = |slot: &str, log: &views::ViewLog| {
+                log.state().is_some_and(|state| {
+                    index
+                        .views
+                        .get(&state.view.name)
+                        .is_some_and(|e| e.slot == slot)
+                })
+            };
             self.view_logs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .iter()
                 .filter(|(slot, log)| {
-                    live.contains(slot.as_str())
-                        && log.sweep_due().is_none_or(|due| due <= Utc::now())
+                    log.sweep_due().is_none_or(|due| due <= Utc::now()) && live(slot, log)
                 })
                 .map(|(slot, _)| slot.clone())
                 .collect()

@@ -2,106 +2,20 @@
 //! the versions after the one loaded), committing to it, checkpoints, and
 //! moving a format 1 catalog to format 2.
 
-use std::collections::BTreeSet;
-
 use super::views::commit_id_in;
 use super::*;
-use crate::spec::IndexAction;
 
 /// How many index versions are read at once.
 const MOST_READS_AT_ONCE: usize = 16;
 
-/// The index as loaded: whole, or a checkpoint whose views are not parsed
-/// yet with the versions after it.
-#[derive(Debug, Clone)]
-pub(super) enum Loaded {
-    Ready(Arc<Index>),
-    Pending(Arc<Pending>),
-}
-
-/// A checkpoint's index before its views are parsed.
-#[derive(Debug)]
-pub(super) struct Pending {
-    /// The index at the latest version, but its views.
-    head: Index,
-    /// The checkpoint's views (its second line).
-    views: Vec<u8>,
-    /// The checkpoint, as errors name it.
-    path: String,
-    /// What the versions after the checkpoint did to the views.
-    view_actions: Vec<IndexAction>,
-    /// The schemas holding views, or that did.
-    schemas: BTreeSet<(String, String)>,
-}
-
-impl Loaded {
-    /// The whole index, its views parsed if they were not.
-    pub(super) fn to_index(&self) -> Result<Index> {
-        match self {
-            Loaded::Ready(index) => Ok((**index).clone()),
-            Loaded::Pending(pending) => pending.materialize(),
-        }
+/// The index with the versions `changes` (each following the one before)
+/// applied.
+fn extended(index: &Index, changes: &[IndexVersion]) -> Index {
+    let mut index = index.clone();
+    for change in changes {
+        apply(&mut index, change);
     }
-
-    fn version(&self) -> u64 {
-        match self {
-            Loaded::Ready(index) => index.version,
-            Loaded::Pending(pending) => pending.head.version,
-        }
-    }
-
-    /// With the versions `changes` (each following the one before) applied.
-    fn extended(&self, changes: &[IndexVersion]) -> Loaded {
-        match self {
-            Loaded::Ready(index) => {
-                let mut index = (**index).clone();
-                for change in changes {
-                    apply(&mut index, change);
-                }
-                Loaded::Ready(Arc::new(index))
-            }
-            Loaded::Pending(pending) => {
-                let mut head = pending.head.clone();
-                let mut view_actions = pending.view_actions.clone();
-                let mut schemas = pending.schemas.clone();
-                for change in changes {
-                    head.apply_but_views(&change.actions);
-                    head.version = change.version;
-                    head.committed_at = change.committed_at;
-                    head.commit_id = change.commit_id.clone();
-                    for action in &change.actions {
-                        if let IndexAction::PutView(entry) = action {
-                            schemas.insert((entry.name.catalog.clone(), entry.name.schema.clone()));
-                        }
-                        if matches!(action, IndexAction::PutView(_) | IndexAction::RemoveView(_)) {
-                            view_actions.push(action.clone());
-                        }
-                    }
-                }
-                Loaded::Pending(Arc::new(Pending {
-                    head,
-                    views: pending.views.clone(),
-                    path: pending.path.clone(),
-                    view_actions,
-                    schemas,
-                }))
-            }
-        }
-    }
-}
-
-impl Pending {
-    fn materialize(&self) -> Result<Index> {
-        let entries: Vec<IndexEntry> =
-            serde_json::from_slice(&self.views).map_err(|e| Error::CorruptManifest {
-                path: self.path.clone(),
-                reason: format!("its views do not parse: {e}"),
-            })?;
-        let mut index = self.head.clone();
-        index.views = entries.into_iter().map(|e| (e.name.clone(), e)).collect();
-        index.apply_to_views(&self.view_actions);
-        Ok(index)
-    }
+    index
 }
 
 /// An index version as read: format 2 changes, or a whole format 1
@@ -202,7 +116,7 @@ impl Catalog {
     pub async fn refresh(&self) -> Result<u64> {
         self.check_poisoned()?;
         let current = self.loaded();
-        let version = current.version();
+        let version = current.version;
         if version > 0 && self.index_log.still_latest(version).await? {
             return Ok(version);
         }
@@ -215,81 +129,44 @@ impl Catalog {
         }
         let near = version > 0 && latest - version <= CHECKPOINT_INTERVAL;
         if near && let Some(changes) = self.read_forward(version, latest).await? {
-            return Ok(self.install(current.extended(&changes), None).version());
+            return Ok(self
+                .install(Arc::new(extended(&current, &changes)), None)
+                .version);
         }
         let (loaded, legacy) = self
             .read_from_base(latest, pointer.and_then(|p| p.checkpoint))
             .await?;
-        Ok(self.install(loaded, legacy).version())
+        Ok(self.install(loaded, legacy).version)
     }
 
-    /// The loaded index as it is (views parsed or not).
-    pub(super) fn loaded(&self) -> Loaded {
-        self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// The loaded index, its views parsed now if they were not.
-    pub(super) fn materialize(&self) -> Arc<Index> {
-        let pending = match self.loaded() {
-            Loaded::Ready(index) => return index,
-            Loaded::Pending(pending) => pending,
-        };
-        let index = match pending.materialize() {
-            Ok(index) => Arc::new(index),
-            Err(e) => {
-                log::error!("{e}");
-                *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                Arc::new(pending.head.clone())
-            }
-        };
-        let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
-        match &*guard {
-            Loaded::Pending(p) if Arc::ptr_eq(p, &pending) => {
-                *guard = Loaded::Ready(Arc::clone(&index));
-                index
-            }
-            // Replaced meanwhile by a newer one.
-            Loaded::Ready(newer) => Arc::clone(newer),
-            Loaded::Pending(_) => index,
-        }
+    /// The loaded index (its checkpoint's views parsed as needed).
+    pub(super) fn loaded(&self) -> Arc<Index> {
+        Arc::clone(&self.index.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The error of a checkpoint whose views did not parse, if any.
     pub fn check_poisoned(&self) -> Result<()> {
-        match &*self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(Error::CorruptManifest { path, reason }) => Err(Error::CorruptManifest {
-                path: path.clone(),
-                reason: reason.clone(),
-            }),
-            Some(other) => Err(Error::CorruptManifest {
-                path: self.location.clone(),
-                reason: other.to_string(),
-            }),
-            None => Ok(()),
+        if let Some((path, reason)) = self.loaded().views.failure() {
+            return Err(Error::CorruptManifest { path, reason });
         }
+        Ok(())
     }
 
     /// The loaded index version, without parsing anything.
     pub fn version(&self) -> u64 {
-        self.loaded().version()
+        self.loaded().version
     }
 
     /// The schemas (catalog, schema) that hold views in the loaded index
     /// (or did since its checkpoint), without parsing its views.
     pub fn schemas(&self) -> Vec<(String, String)> {
-        match self.loaded() {
-            Loaded::Ready(index) => index.schemas(),
-            Loaded::Pending(pending) => pending.schemas.iter().cloned().collect(),
-        }
+        self.loaded().views.schemas()
     }
 
     /// The remembered relations of the loaded index, without parsing its
     /// views.
     pub fn relations(&self) -> Vec<crate::spec::RelationEntry> {
-        match self.loaded() {
-            Loaded::Ready(index) => index.relations.clone(),
-            Loaded::Pending(pending) => pending.head.relations.clone(),
-        }
+        self.loaded().relations.clone()
     }
 
     /// The remembered relation `name` of the loaded index, if any.
@@ -297,13 +174,11 @@ impl Catalog {
         &self,
         name: &crate::spec::QualifiedName,
     ) -> Option<crate::spec::RelationEntry> {
-        let find = |relations: &[crate::spec::RelationEntry]| {
-            relations.iter().find(|r| &r.name == name).cloned()
-        };
-        match self.loaded() {
-            Loaded::Ready(index) => find(&index.relations),
-            Loaded::Pending(pending) => find(&pending.head.relations),
-        }
+        self.loaded()
+            .relations
+            .iter()
+            .find(|r| &r.name == name)
+            .cloned()
     }
 
     /// The versions after `from` up to `to`; `None` when one is gone
@@ -325,7 +200,7 @@ impl Catalog {
         &self,
         latest: u64,
         checkpoint: Option<u64>,
-    ) -> Result<(Loaded, Option<Arc<Manifest>>)> {
+    ) -> Result<(Arc<Index>, Option<Arc<Manifest>>)> {
         // The checkpoint the pointer names; when a version after it is gone
         // (a newer checkpoint the pointer does not name yet covers it), or
         // there is none, the newest listed.
@@ -379,10 +254,10 @@ impl Catalog {
     /// manifest or a base at the latest version costs one read.
     async fn walk_back(
         &self,
-        mut start: Option<Loaded>,
+        mut start: Option<Arc<Index>>,
         latest: u64,
-    ) -> Result<Option<(Loaded, Option<Arc<Manifest>>)>> {
-        let floor = start.as_ref().map_or(0, |i| i.version());
+    ) -> Result<Option<(Arc<Index>, Option<Arc<Manifest>>)>> {
+        let floor = start.as_ref().map_or(0, |i| i.version);
         let mut changes = vec![];
         let mut version = latest;
         let mut legacy = None;
@@ -399,7 +274,7 @@ impl Catalog {
             }
             if version == 0 {
                 self.set_base_version(0);
-                break Loaded::Ready(Arc::new(Index::default()));
+                break Arc::new(Index::default());
             }
             let lowest = version.saturating_sub(at_once - 1).max(floor + 1);
             // An error counts only once the walk reaches its version: one
@@ -411,14 +286,14 @@ impl Catalog {
                         Some(base) => {
                             self.set_base_version(version);
                             changes.push(read);
-                            break 'walk Loaded::Ready(Arc::new(*base));
+                            break 'walk Arc::new(*base);
                         }
                         None => changes.push(read),
                     },
                     Some(Read::Whole(manifest)) => {
                         let index = legacy_index(&manifest);
                         legacy = Some(Arc::new(manifest));
-                        break 'walk Loaded::Ready(Arc::new(index));
+                        break 'walk Arc::new(index);
                     }
                     None => return Ok(None),
                 }
@@ -427,8 +302,8 @@ impl Catalog {
             at_once = (at_once * 2).min(MOST_READS_AT_ONCE as u64);
         };
         changes.reverse();
-        let base = base.extended(&changes);
-        if legacy.is_some() && base.version() != latest {
+        let base = Arc::new(extended(&base, &changes));
+        if legacy.is_some() && base.version != latest {
             return Err(Error::CorruptManifest {
                 path: self.index_log.display(&self.index_log.version_path(latest)),
                 reason: "a format 1 version follows format 2 versions".into(),
@@ -437,7 +312,7 @@ impl Catalog {
         Ok(Some((base, legacy)))
     }
 
-    async fn read_checkpoint(&self, version: u64) -> Result<Option<Loaded>> {
+    async fn read_checkpoint(&self, version: u64) -> Result<Option<Arc<Index>>> {
         let path = self.checkpoint_path(version);
         let bytes = match self.store.get(&path).await {
             Ok(got) => got.bytes().await?,
@@ -470,14 +345,15 @@ impl Catalog {
                 header.views_bytes
             )));
         }
+        // Formats 2 and 3 keep every view on one line.
+        let blocks = (header.format_version >= 4).then_some(header.blocks.as_slice());
+        let views = CheckpointViews::new(display.clone(), views.to_vec(), blocks, header.schemas)
+            .map_err(corrupt)?;
         *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
-        Ok(Some(Loaded::Pending(Arc::new(Pending {
-            head: header.index,
-            views: views.to_vec(),
-            path: display,
-            view_actions: vec![],
-            schemas: header.schemas.into_iter().collect(),
-        }))))
+        Ok(Some(Arc::new(Index {
+            views: Views::from_checkpoint(views),
+            ..header.index
+        })))
     }
 
     /// The checkpoint versions, oldest first (a `LIST`).
@@ -492,23 +368,19 @@ impl Catalog {
         Ok(found)
     }
 
-    pub(super) fn install(&self, loaded: Loaded, legacy: Option<Arc<Manifest>>) -> Loaded {
+    pub(super) fn install(&self, loaded: Arc<Index>, legacy: Option<Arc<Manifest>>) -> Arc<Index> {
         let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
-        let (new, old) = (loaded.version(), guard.version());
+        let (new, old) = (loaded.version, guard.version);
         if new > old || (old == 0 && new == 0) {
             *guard = loaded;
             *self.legacy.write().unwrap_or_else(|e| e.into_inner()) = legacy;
-            *self.poisoned.lock().unwrap_or_else(|e| e.into_inner()) = None;
         }
-        guard.clone()
+        Arc::clone(&guard)
     }
 
     /// Installs a committed index and returns it.
     pub(super) fn install_index(&self, index: Index) -> Arc<Index> {
-        match self.install(Loaded::Ready(Arc::new(index)), None) {
-            Loaded::Ready(index) => index,
-            Loaded::Pending(_) => self.materialize(),
-        }
+        self.install(Arc::new(index), None)
     }
 
     /// The version of the format 2 base this process last read or wrote
@@ -643,18 +515,18 @@ impl Catalog {
     /// Writes the checkpoint of `index`; best effort (a missing checkpoint
     /// only makes readers read more versions).
     pub(super) async fn write_checkpoint(&self, index: &Index) -> bool {
-        let views: Vec<&IndexEntry> = index.views.values().collect();
-        let Ok(views) = encode("a checkpoint", &views) else {
+        let Ok((views, blocks)) = crate::spec::checkpoint_blocks(index.views.values()) else {
             return false;
         };
         let header = CheckpointHeader {
             format_version: MANIFEST_FORMAT,
             index: Index {
-                views: BTreeMap::new(),
+                views: Views::default(),
                 ..index.clone()
             },
             schemas: index.schemas(),
             views_bytes: views.len() as u64,
+            blocks,
         };
         let Ok(mut bytes) = encode("a checkpoint", &header) else {
             return false;
@@ -719,8 +591,12 @@ impl Catalog {
             .try_collect()
             .await?;
         for (name, slot) in &slots {
-            if let Some(entry) = index.views.get_mut(name) {
-                entry.slot = slot.clone();
+            if let Some(entry) = index.views.get(name) {
+                let entry = IndexEntry {
+                    slot: slot.clone(),
+                    ..entry.clone()
+                };
+                index.views.insert(name.clone(), entry);
             }
         }
         let commit_id = crate::spec::new_id();

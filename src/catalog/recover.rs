@@ -56,11 +56,12 @@ impl Catalog {
             None => {
                 let mut found = None;
                 for (version, _) in versions.iter().rev() {
+                    // One whose views all parse.
                     if let Ok((loaded, legacy)) = self.read_from_base(*version, None).await
-                        && let Ok(index) = loaded.to_index()
+                        && loaded.views.parse_all().is_none()
                     {
+                        found = Some((*loaded).clone());
                         self.install(loaded, legacy);
-                        found = Some(index);
                         break;
                     }
                 }
@@ -228,7 +229,7 @@ impl Catalog {
                 format!("{} ({rows} rows)", v.name)
             })
             .collect();
-        self.install(index::Loaded::Ready(Arc::new(index)), None);
+        self.install(Arc::new(index), None);
         Ok(report)
     }
 }

@@ -93,7 +93,7 @@ async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
     a.commit(|_| Ok(())).await.unwrap();
     let mut seen = vec![];
     // b still believes version 0 is the latest until its put fails.
-    *b.index.write().unwrap() = index::Loaded::Ready(Arc::new(Index::default()));
+    *b.index.write().unwrap() = Arc::new(Index::default());
     b.commit(|m| {
         seen.push(m.version);
         Ok(())
@@ -740,7 +740,10 @@ async fn a_checkpoint_whose_views_do_not_parse_fails_every_statement() {
     broken[last] = b'#';
     store.put(&path, PutPayload::from(broken)).await.unwrap();
     let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
-    let err = reader.reload().await.unwrap_err();
+    // Opening parses no view; finding one parses its block.
+    reader.reload().await.unwrap();
+    let name = QualifiedName::new("datafusion", "public", "v0");
+    let err = reader.view(&name).await.unwrap_err();
     assert!(
         matches!(&err, Error::CorruptManifest { reason, .. } if reason.contains("views do not parse")),
         "{err}"
@@ -797,5 +800,86 @@ async fn opening_stops_at_a_base_whatever_lies_below_it() {
     assert!(
         err.to_string().contains("00000000000000000008.json"),
         "{err}"
+    );
+}
+
+/// A checkpoint of the index at version 64 holding the 100 views
+/// `create_views` makes, as this build writes it.
+async fn checkpoint_of_100_views(store: &Arc<dyn ObjectStore>) -> (Catalog, Path) {
+    let c = catalog(Arc::clone(store), DEFAULT_RETENTION).await;
+    create_views(&c, 100).await;
+    for _ in 1..CHECKPOINT_INTERVAL {
+        c.commit(|_| Ok(())).await.unwrap();
+    }
+    c.index_log.settle_pointer().await;
+    let path = c.checkpoint_path(CHECKPOINT_INTERVAL);
+    (c, path)
+}
+
+#[tokio::test]
+async fn a_checkpoint_keeps_its_views_in_blocks_in_name_order() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (c, path) = checkpoint_of_100_views(&store).await;
+    let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
+    let text = std::str::from_utf8(&bytes).unwrap();
+    let mut lines = text.split('\n');
+    let header: CheckpointHeader = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header.format_version, MANIFEST_FORMAT);
+    let blocks: Vec<Vec<IndexEntry>> = lines
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(
+        blocks.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![
+            crate::spec::CHECKPOINT_BLOCK_VIEWS,
+            100 - crate::spec::CHECKPOINT_BLOCK_VIEWS
+        ]
+    );
+    let all: Vec<IndexEntry> = blocks.concat();
+    assert_eq!(all, c.index().views.values().cloned().collect::<Vec<_>>());
+    assert!(all.windows(2).all(|w| w[0].name < w[1].name));
+    for (block, entries) in header.blocks.iter().zip(&blocks) {
+        assert_eq!(block.first, entries[0].name);
+    }
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    assert_eq!(
+        reader.index().views.checkpoint_blocks_parsed(),
+        Some((0, 2))
+    );
+    let last = &all[99];
+    assert_eq!(reader.index().view(&last.name), Some(last));
+    assert_eq!(
+        reader.index().views.checkpoint_blocks_parsed(),
+        Some((1, 2))
+    );
+}
+
+/// A format 3 build kept a checkpoint's views on one line: this build
+/// reads it as one block.
+#[tokio::test]
+async fn a_format_3_checkpoint_is_read_as_one_block() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let (c, path) = checkpoint_of_100_views(&store).await;
+    let views: Vec<IndexEntry> = c.index().views.values().cloned().collect();
+    let line = serde_json::to_vec(&views).unwrap();
+    let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
+    let header = bytes.split(|b| *b == b'\n').next().unwrap();
+    let mut header: CheckpointHeader = serde_json::from_slice(header).unwrap();
+    header.format_version = 3;
+    header.blocks.clear();
+    header.views_bytes = line.len() as u64;
+    let mut old = serde_json::to_vec(&header).unwrap();
+    old.push(b'\n');
+    old.extend(line);
+    store.put(&path, PutPayload::from(old)).await.unwrap();
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    assert_eq!(
+        reader.index().views.checkpoint_blocks_parsed(),
+        Some((0, 1))
+    );
+    assert_eq!(reader.index().view(&views[57].name), Some(&views[57]));
+    assert_eq!(
+        reader.index().views.values().cloned().collect::<Vec<_>>(),
+        views
     );
 }

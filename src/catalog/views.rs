@@ -19,6 +19,11 @@ pub(super) struct ViewLog {
 }
 
 impl ViewLog {
+    /// The latest state of the log this process has read, if any.
+    pub(super) fn state(&self) -> Option<Arc<ViewVersion>> {
+        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     pub(super) fn sweep_due(&self) -> Option<DateTime<Utc>> {
         *self.sweep_due.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -167,6 +172,8 @@ impl Catalog {
     pub async fn view(&self, name: &QualifiedName) -> Result<Option<Arc<ViewVersion>>> {
         let index = self.index();
         let Some(entry) = index.view(name) else {
+            // Not there, or its block of the checkpoint does not parse.
+            self.check_poisoned()?;
             return Ok(None);
         };
         if entry.slot.is_empty() {
@@ -287,11 +294,9 @@ impl Catalog {
     /// Every view of the loaded index, sorted by name (reads each view's
     /// log; for listings).
     pub async fn views(&self) -> Result<Vec<Arc<ViewVersion>>> {
-        let index = self.index();
-        let reads: Vec<BoxFuture<'_, Result<Option<Arc<ViewVersion>>>>> = index
-            .views
-            .keys()
-            .cloned()
+        let reads: Vec<BoxFuture<'_, Result<Option<Arc<ViewVersion>>>>> = self
+            .view_names()?
+            .into_iter()
             .map(|name| Box::pin(async move { self.view(&name).await }) as BoxFuture<'_, _>)
             .collect();
         futures::stream::iter(reads)
@@ -301,14 +306,21 @@ impl Catalog {
             .await
     }
 
+    /// The name of every view of the loaded index, in order; fails when a
+    /// block of its checkpoint does not parse rather than leave its views
+    /// out.
+    pub fn view_names(&self) -> Result<Vec<QualifiedName>> {
+        let names = self.index().views.keys().cloned().collect();
+        self.check_poisoned()?;
+        Ok(names)
+    }
+
     /// Every view of the loaded index with its latest state, or why it
     /// cannot be read: one broken log does not hide the other views.
-    pub async fn views_each(&self) -> Vec<(QualifiedName, ViewRead)> {
-        let index = self.index();
-        let reads: Vec<BoxFuture<'_, (QualifiedName, ViewRead)>> = index
-            .views
-            .keys()
-            .cloned()
+    pub async fn views_each(&self) -> Result<Vec<(QualifiedName, ViewRead)>> {
+        let reads: Vec<BoxFuture<'_, (QualifiedName, ViewRead)>> = self
+            .view_names()?
+            .into_iter()
             .map(|name| {
                 Box::pin(async move {
                     let read = self.view(&name).await;
@@ -316,7 +328,7 @@ impl Catalog {
                 }) as BoxFuture<'_, _>
             })
             .collect();
-        futures::stream::iter(reads).buffered(32).collect().await
+        Ok(futures::stream::iter(reads).buffered(32).collect().await)
     }
 
     /// A format 1 view as a view version.

@@ -14,7 +14,7 @@
 //! version holding only what changed; a reader catches up by reading the
 //! versions after the one it has, or a checkpoint and the versions after it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::*;
 
@@ -65,7 +65,7 @@ pub struct Index {
     pub commit_id: String,
     /// Every materialized view, by name.
     #[serde(with = "entries")]
-    pub views: BTreeMap<QualifiedName, IndexEntry>,
+    pub views: Views,
     /// External tables and plain views the catalog remembers, in creation order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relations: Vec<RelationEntry>,
@@ -84,16 +84,11 @@ mod entries {
     use super::*;
     use serde::{Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(
-        views: &BTreeMap<QualifiedName, IndexEntry>,
-        s: S,
-    ) -> std::result::Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(views: &Views, s: S) -> std::result::Result<S::Ok, S::Error> {
         s.collect_seq(views.values())
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> std::result::Result<BTreeMap<QualifiedName, IndexEntry>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Views, D::Error> {
         let list = Vec::<IndexEntry>::deserialize(d)?;
         Ok(list.into_iter().map(|e| (e.name.clone(), e)).collect())
     }
@@ -146,10 +141,11 @@ pub struct IndexVersion {
 }
 
 /// The first line of a checkpoint, `_matview/checkpoint/{version:020}.json`:
-/// the index at that version but its views, which are the second line (a
-/// JSON list of [`IndexEntry`]), so a reader needs not read every version
-/// before it, and opening the catalog parses the views only when a
-/// statement needs them.
+/// the index at that version but its views, which are the lines after it
+/// (format 4: one block of at most [`CHECKPOINT_BLOCK_VIEWS`] entries per
+/// line, in name order, as [`Self::blocks`] lists them; formats 2 and 3:
+/// one line holding every entry), so a reader needs not read every
+/// version before it, and finding one view parses only its block.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointHeader {
     /// [`MANIFEST_FORMAT`].
@@ -158,8 +154,11 @@ pub struct CheckpointHeader {
     pub index: Index,
     /// The schemas (catalog, schema) that hold views.
     pub schemas: Vec<(String, String)>,
-    /// The length in bytes of the second line.
+    /// The length in bytes of what follows the first line's newline.
     pub views_bytes: u64,
+    /// The blocks of views, in order (format 4).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<CheckpointBlock>,
 }
 
 /// One version of a view's log, `_matview/views/<slot>/{version:020}.json`:
@@ -203,7 +202,8 @@ impl Index {
         }
     }
 
-    /// The schemas (catalog, schema) that hold views, in order.
+    /// The schemas (catalog, schema) that hold views, in order (lists
+    /// every view; see [`Views::schemas`] for what needs not).
     pub fn schemas(&self) -> Vec<(String, String)> {
         let mut schemas: Vec<(String, String)> = self
             .views
@@ -242,17 +242,17 @@ impl Index {
 
     /// The actions that turn `self` into `next`.
     pub fn diff(&self, next: &Index) -> Vec<IndexAction> {
-        let mut actions = vec![];
-        for (name, entry) in &next.views {
-            if self.views.get(name) != Some(entry) {
-                actions.push(IndexAction::PutView(entry.clone()));
-            }
-        }
-        for name in self.views.keys() {
-            if !next.views.contains_key(name) {
-                actions.push(IndexAction::RemoveView(name.clone()));
-            }
-        }
+        let changes = self.views.changes_to(&next.views);
+        let mut actions: Vec<IndexAction> = changes
+            .iter()
+            .filter_map(|(_, after)| after.map(|e| IndexAction::PutView(e.clone())))
+            .collect();
+        actions.extend(
+            changes
+                .iter()
+                .filter(|(_, after)| after.is_none())
+                .map(|(name, _)| IndexAction::RemoveView((*name).clone())),
+        );
         actions.extend(relation_changes(&self.relations, &next.relations));
         let before: BTreeSet<&str> = self.retired_slots.iter().map(|r| r.slot.as_str()).collect();
         let after: BTreeSet<&str> = next.retired_slots.iter().map(|r| r.slot.as_str()).collect();
@@ -292,11 +292,9 @@ impl Index {
         for action in actions {
             match action {
                 IndexAction::PutView(entry) => {
-                    self.views.insert(entry.name.clone(), entry.clone());
+                    self.views.set(entry.name.clone(), Some(entry.clone()));
                 }
-                IndexAction::RemoveView(name) => {
-                    self.views.remove(name);
-                }
+                IndexAction::RemoveView(name) => self.views.set(name.clone(), None),
                 _ => {}
             }
         }

@@ -177,13 +177,36 @@ impl Pattern {
 
     /// Whether the pattern matches a view; parts it does not give match anything.
     pub fn matches(&self, view: &ViewEntry) -> bool {
-        let names = [&view.name.name, &view.name.schema, &view.name.catalog];
+        self.matches_name(&view.name)
+    }
+
+    /// Whether the pattern matches a view's name.
+    pub fn matches_name(&self, name: &datafusion_matview::spec::QualifiedName) -> bool {
+        let names = [&name.name, &name.schema, &name.catalog];
         self.parts.len() <= names.len()
             && self
                 .parts
                 .iter()
                 .zip(names)
                 .all(|(pattern, name)| matches(pattern, &name.chars().collect::<Vec<_>>()))
+    }
+}
+
+impl Pattern {
+    /// The parts of a pattern without wildcards (name first), which can
+    /// be looked up rather than matched against every view.
+    pub fn literal(&self) -> Option<Vec<String>> {
+        self.parts
+            .iter()
+            .map(|part| {
+                part.iter()
+                    .map(|piece| match piece {
+                        Piece::Char(c) => Some(*c),
+                        Piece::One | Piece::Any => None,
+                    })
+                    .collect()
+            })
+            .collect()
     }
 }
 

@@ -574,11 +574,35 @@ async fn list_views(
     pattern: Option<&str>,
     started: Instant,
 ) -> Result<()> {
-    app.session.catalog().reload().await?;
-    let states = app.session.catalog().views().await?;
-    let views: Vec<&datafusion_matview::spec::ViewEntry> = states.iter().map(|s| &s.view).collect();
-    let (default_catalog, _) = context::defaults(app.session.context());
+    let catalog = app.session.catalog();
+    catalog.reload().await?;
     let parsed = pattern.map(display::Pattern::parse);
+    let names: Vec<QualifiedName> = match parsed.as_ref().and_then(display::Pattern::literal) {
+        // A name without wildcards is looked up in each schema holding
+        // views, without reading the others.
+        Some(parts) => catalog
+            .schemas()
+            .into_iter()
+            .filter(|(c, s)| {
+                parts.len() <= 3
+                    && parts.get(1).is_none_or(|p| p == s)
+                    && parts.get(2).is_none_or(|p| p == c)
+            })
+            .map(|(c, s)| QualifiedName::new(c, s, &parts[0]))
+            .collect(),
+        None => catalog
+            .view_names()?
+            .into_iter()
+            .filter(|n| parsed.as_ref().is_none_or(|p| p.matches_name(n)))
+            .collect(),
+    };
+    let reads = names.iter().map(|name| catalog.view(name));
+    let states: Vec<Option<Arc<datafusion_matview::spec::ViewVersion>>> =
+        futures::stream::TryStreamExt::try_collect(futures::stream::iter(reads).buffered(32))
+            .await?;
+    let views: Vec<&datafusion_matview::spec::ViewEntry> =
+        states.iter().flatten().map(|s| &s.view).collect();
+    let (default_catalog, _) = context::defaults(app.session.context());
     let batch = display::list_views(
         &views,
         parsed.as_ref(),

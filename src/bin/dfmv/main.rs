@@ -328,8 +328,8 @@ async fn run(args: Args) -> Result<bool, BoxError> {
                 datafusion_matview::spec::MANIFEST_FORMAT
             );
         } else {
-            // Format 2 catalogs are read as they are: their next commit
-            // writes format 3 versions after the format 2 ones.
+            // Format 2 and 3 catalogs are read as they are: their next
+            // commit writes current versions after theirs.
             println!("catalog {catalog} is already in format 2 or later: nothing to migrate");
         }
         return Ok(true);
