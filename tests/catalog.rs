@@ -1853,7 +1853,8 @@ async fn a_file_of_another_type_is_named_and_the_table_stays() {
 /// A statement that names one view, in a process that has just opened a
 /// catalog of many views, parses only that view's block of the newest
 /// checkpoint: querying, refreshing and describing it, and committing a
-/// new view (issue 35). Listing every view parses the rest.
+/// new view (issue 35); a page of the listing parses the blocks it shows.
+/// Listing every view parses the rest.
 #[tokio::test]
 async fn one_view_statements_parse_one_block_of_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
@@ -1905,6 +1906,15 @@ async fn one_view_statements_parse_one_block_of_the_checkpoint() {
         parsed(&s),
         Some((1, 3)),
         "committing a new view parses only the block of its name"
+    );
+    // A page of the listing from a name parses the blocks it shows.
+    let page = s.list_views(None, Some(&name), 3).await.unwrap();
+    let page: Vec<&str> = page.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(page, ["v100a", "v101", "v102"]);
+    assert_eq!(
+        parsed(&s),
+        Some((1, 3)),
+        "a page parses the blocks it shows"
     );
     let listed = s.list_views(None, None, 1000).await.unwrap();
     assert_eq!(listed.len(), 201);

@@ -146,7 +146,10 @@ async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
     .unwrap();
     // Builds before format 2 read `format_version` first and refuse
     // anything above 1 by name (tests/golden.rs pins that message).
-    assert_eq!(latest["format_version"], datafusion_matview::spec::MANIFEST_FORMAT);
+    assert_eq!(
+        latest["format_version"],
+        datafusion_matview::spec::MANIFEST_FORMAT
+    );
     assert_eq!(latest["base"]["views"].as_array().unwrap().len(), 4);
     let after = common::files_under(&catalog);
     // The format 1 versions stay for their retention window, as any
@@ -354,7 +357,10 @@ async fn a_format_2_catalog_reads_as_it_is_and_records_relation_changes_one_by_o
     .await
     .unwrap();
     let created = index_version(&catalog, 11);
-    assert_eq!(created["format_version"], datafusion_matview::spec::MANIFEST_FORMAT);
+    assert_eq!(
+        created["format_version"],
+        datafusion_matview::spec::MANIFEST_FORMAT
+    );
     let actions = created["actions"].as_array().unwrap();
     assert_eq!(actions.len(), 1, "{actions:?}");
     assert_eq!(actions[0]["put_relation"]["name"]["name"], "more");
@@ -374,7 +380,10 @@ async fn a_format_2_catalog_reads_as_it_is_and_records_relation_changes_one_by_o
             eprintln!("{v}: {}", String::from_utf8_lossy(&b));
         }
     }
-    assert_eq!(dropped["format_version"], datafusion_matview::spec::MANIFEST_FORMAT);
+    assert_eq!(
+        dropped["format_version"],
+        datafusion_matview::spec::MANIFEST_FORMAT
+    );
     assert_eq!(
         dropped["actions"],
         serde_json::json!([{"remove_relation": {"catalog": "datafusion", "schema": "public", "name": "more"}}])

@@ -249,7 +249,10 @@ async fn rest_create_describe_query_refresh_list_and_drop() {
     assert_eq!(view["freshness"], "fresh");
     assert_eq!(view["row_count"], 2);
     assert_eq!(view["version"], 2);
-    assert_eq!(view["format_version"], datafusion_matview::spec::MANIFEST_FORMAT);
+    assert_eq!(
+        view["format_version"],
+        datafusion_matview::spec::MANIFEST_FORMAT
+    );
     assert_eq!(
         view["columns"],
         json!([

@@ -328,7 +328,8 @@ impl Catalog {
             .iter()
             .position(|b| *b == b'\n')
             .unwrap_or(bytes.len());
-        let (head, views) = (&bytes[..split], bytes.get(split + 1..).unwrap_or_default());
+        let head = &bytes[..split];
+        let views = bytes.slice((split + 1).min(bytes.len())..);
         versions::format_of(&display, head)?;
         let header: CheckpointHeader =
             serde_json::from_slice(head).map_err(|e| corrupt(e.to_string()))?;
@@ -347,7 +348,7 @@ impl Catalog {
         }
         // Formats 2 and 3 keep every view on one line.
         let blocks = (header.format_version >= 4).then_some(header.blocks.as_slice());
-        let views = CheckpointViews::new(display.clone(), views.to_vec(), blocks, header.schemas)
+        let views = CheckpointViews::new(display.clone(), views, blocks, header.schemas)
             .map_err(corrupt)?;
         *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
         Ok(Some(Arc::new(Index {

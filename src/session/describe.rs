@@ -145,8 +145,8 @@ impl MatviewSession {
             |n: &&QualifiedName| namespace.is_none_or(|(c, s)| n.catalog == c && n.schema == s);
         let names = index
             .views
-            .range((start, Bound::Unbounded))
-            .map(|(n, _)| n)
+            .iter_from(start.as_ref())
+            .map(|e| &e.name)
             .skip_while(|n| !inside(n))
             .take_while(inside)
             .take(limit)

@@ -5,7 +5,7 @@
 //! copies only the changes, so neither grows with the number of views;
 //! listing every view parses the rest once.
 
-use std::ops::Range;
+use std::ops::{Bound, Range};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::*;
@@ -33,8 +33,9 @@ pub struct CheckpointBlock {
 pub struct CheckpointViews {
     /// The checkpoint, as errors name it.
     path: String,
-    /// The checkpoint's lines after its header.
-    body: Vec<u8>,
+    /// The checkpoint's lines after its header (shared with the bytes
+    /// read, not copied).
+    body: bytes::Bytes,
     /// Each block's first name (`None`: one block of a format 2 or 3
     /// checkpoint, holding every view) and bytes in `body`.
     blocks: Vec<(Option<QualifiedName>, Range<usize>)>,
@@ -52,10 +53,11 @@ impl CheckpointViews {
     /// the blocks' lengths add up to `body`'s.
     pub fn new(
         path: String,
-        body: Vec<u8>,
+        body: impl Into<bytes::Bytes>,
         blocks: Option<&[CheckpointBlock]>,
         schemas: Vec<(String, String)>,
     ) -> std::result::Result<Self, String> {
+        let body = body.into();
         let ranges = match blocks {
             None => vec![(None, 0..body.len())],
             Some(blocks) => {
@@ -264,6 +266,41 @@ impl Views {
         self.all().range(range)
     }
 
+    /// The views from `start` on, in name order, parsing a checkpoint's
+    /// blocks only as the iteration reaches them: a page of a listing
+    /// parses the blocks it shows. A block that does not parse is left out
+    /// and recorded ([`Self::failure`]).
+    pub fn iter_from<'a>(
+        &'a self,
+        start: Bound<&'a QualifiedName>,
+    ) -> impl Iterator<Item = &'a IndexEntry> + 'a {
+        let base: Box<dyn Iterator<Item = &'a IndexEntry> + 'a> = match &self.base {
+            Base::Map(map) => Box::new(map.range((start, Bound::Unbounded)).map(|(_, e)| e)),
+            Base::Checkpoint(checkpoint) => {
+                let first = match start {
+                    Bound::Unbounded => 0,
+                    Bound::Included(name) | Bound::Excluded(name) => checkpoint
+                        .blocks
+                        .partition_point(|(first, _)| first.as_ref().is_none_or(|f| f <= name))
+                        .saturating_sub(1),
+                };
+                Box::new(
+                    (first..checkpoint.blocks.len())
+                        .flat_map(|i| checkpoint.block(i).unwrap_or_default())
+                        .filter(move |e| match start {
+                            Bound::Unbounded => true,
+                            Bound::Included(name) => &e.name >= name,
+                            Bound::Excluded(name) => &e.name > name,
+                        }),
+                )
+            }
+        };
+        Merged {
+            base: base.peekable(),
+            changes: self.changes.range((start, Bound::Unbounded)).peekable(),
+        }
+    }
+
     /// How many views there are.
     pub fn len(&self) -> usize {
         self.all().len()
@@ -354,6 +391,40 @@ impl Views {
                 (self.get(name) != after).then_some((name, after))
             })
             .collect()
+    }
+}
+
+/// A base's views in name order with the changes on top.
+struct Merged<'a, B: Iterator<Item = &'a IndexEntry>> {
+    base: std::iter::Peekable<B>,
+    changes: std::iter::Peekable<
+        std::collections::btree_map::Range<'a, QualifiedName, Option<IndexEntry>>,
+    >,
+}
+
+impl<'a, B: Iterator<Item = &'a IndexEntry>> Iterator for Merged<'a, B> {
+    type Item = &'a IndexEntry;
+
+    fn next(&mut self) -> Option<&'a IndexEntry> {
+        loop {
+            let order = match (self.base.peek(), self.changes.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(entry), Some((name, _))) => entry.name.cmp(name),
+            };
+            if order.is_ge() {
+                // A change replaces the base's view of its name.
+                if order.is_eq() {
+                    self.base.next();
+                }
+                if let Some((_, Some(entry))) = self.changes.next() {
+                    return Some(entry);
+                }
+                continue;
+            }
+            return self.base.next();
+        }
     }
 }
 
@@ -489,6 +560,35 @@ mod tests {
                 ("datafusion".to_owned(), "c".to_owned()),
             ]
         );
+    }
+
+    #[test]
+    fn a_page_from_a_name_parses_the_blocks_it_reaches() {
+        let mut entries: Vec<IndexEntry> = (0..1000)
+            .map(|i| entry("public", &format!("v{i:04}")))
+            .collect();
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut views = checkpoint(&entries);
+        // v0500 removed, v0500a added, v0501 replaced.
+        views.remove(&entries[500].name);
+        let added = entry("public", "v0500a");
+        views.insert(added.name.clone(), added.clone());
+        let replaced = IndexEntry {
+            id: "new".into(),
+            ..entries[501].clone()
+        };
+        views.insert(replaced.name.clone(), replaced.clone());
+        let page: Vec<&IndexEntry> = views
+            .iter_from(Bound::Excluded(&entries[498].name))
+            .take(4)
+            .collect();
+        assert_eq!(page, vec![&entries[499], &added, &replaced, &entries[502]]);
+        // v0499 to v0502 lie in block 7 (448 to 511) alone: the removal
+        // looked up v0500 there too.
+        assert_eq!(parsed_blocks(&views), 1);
+        let all: Vec<IndexEntry> = views.iter_from(Bound::Unbounded).cloned().collect();
+        assert_eq!(all, views.values().cloned().collect::<Vec<_>>());
+        assert_eq!(all.len(), 1000);
     }
 
     #[test]
