@@ -5,8 +5,14 @@
 use super::views::commit_id_in;
 use super::*;
 
-/// How many index versions are read at once.
+/// How many index versions are read at once from an object store over a
+/// network, where each read waits a round trip.
 const MOST_READS_AT_ONCE: usize = 16;
+
+/// The same on a local file system, where a read waits for no network
+/// and each concurrent one takes a blocking thread of its own (object
+/// store's `LocalFileSystem`): as many as a small machine has cores.
+const MOST_LOCAL_READS_AT_ONCE: usize = 2;
 
 /// The index with the versions `changes` (each following the one before)
 /// applied.
@@ -231,7 +237,7 @@ impl Catalog {
     }
 
     /// Reads the index versions `versions`, in that order, up to
-    /// [`MOST_READS_AT_ONCE`] at a time; each with its own outcome.
+    /// [`Self::reads_at_once`] at a time; each with its own outcome.
     async fn read_index_versions(
         &self,
         versions: impl Iterator<Item = u64>,
@@ -240,9 +246,19 @@ impl Catalog {
             .map(|v| Box::pin(self.read_index_version(v)) as BoxFuture<'_, _>)
             .collect();
         futures::stream::iter(reads)
-            .buffered(MOST_READS_AT_ONCE)
+            .buffered(self.reads_at_once())
             .collect()
             .await
+    }
+
+    /// How many index versions are read at once: see
+    /// [`MOST_READS_AT_ONCE`] and [`MOST_LOCAL_READS_AT_ONCE`].
+    fn reads_at_once(&self) -> usize {
+        if self.store_url.as_str().starts_with("file://") {
+            MOST_LOCAL_READS_AT_ONCE
+        } else {
+            MOST_READS_AT_ONCE
+        }
     }
 
     /// The index at `latest`: the versions from `latest` back to `start`
@@ -262,7 +278,7 @@ impl Catalog {
         let mut version = latest;
         let mut legacy = None;
         let mut at_once = if start.is_some() {
-            MOST_READS_AT_ONCE as u64
+            self.reads_at_once() as u64
         } else {
             1
         };
@@ -299,7 +315,7 @@ impl Catalog {
                 }
                 version -= 1;
             }
-            at_once = (at_once * 2).min(MOST_READS_AT_ONCE as u64);
+            at_once = (at_once * 2).min(self.reads_at_once() as u64);
         };
         changes.reverse();
         let base = Arc::new(extended(&base, &changes));
