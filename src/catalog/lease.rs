@@ -65,6 +65,8 @@ pub struct Lease {
     /// store holds.
     held_until: Arc<AtomicI64>,
     renewer: Option<tokio::task::JoinHandle<()>>,
+    /// Tells the renewer to stop once a renewal in flight has landed.
+    stop: Arc<tokio::sync::Notify>,
     /// Whether dropping it should leave the file.
     keep: AtomicBool,
 }
@@ -107,17 +109,22 @@ impl Catalog {
         };
         let held_until = Arc::new(AtomicI64::new(0));
         put_lease(self.store(), &path, &record, ttl, &held_until).await?;
+        let stop = Arc::new(tokio::sync::Notify::new());
         let renewer = {
-            let (store, path, held_until) = (
+            let (store, path, held_until, stop) = (
                 Arc::clone(self.store()),
                 path.clone(),
                 Arc::clone(&held_until),
+                Arc::clone(&stop),
             );
             let record = record.clone();
             tokio::spawn(async move {
                 let period = ttl / 4;
                 loop {
-                    tokio::time::sleep(period).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(period) => {}
+                        _ = stop.notified() => return,
+                    }
                     if let Err(e) = put_lease(&store, &path, &record, ttl, &held_until).await {
                         log::warn!("could not renew the lease {path}: {e}");
                     }
@@ -134,6 +141,7 @@ impl Catalog {
             ttl,
             held_until,
             renewer: Some(renewer),
+            stop,
             keep: AtomicBool::new(false),
         })
     }
@@ -280,10 +288,14 @@ impl Lease {
         self.keep.store(true, Ordering::SeqCst);
     }
 
-    /// Deletes the lease file now.
+    /// Deletes the lease file now, after the renewer has stopped: a
+    /// renewal cancelled mid-put could still write the file (a local
+    /// store writes from a blocking thread a cancel does not stop) after
+    /// the delete, and leave it behind.
     pub(crate) async fn release(mut self) {
+        self.stop.notify_one();
         if let Some(renewer) = self.renewer.take() {
-            renewer.abort();
+            let _ = renewer.await;
         }
         self.keep.store(true, Ordering::SeqCst);
         match self.store.delete(&self.path).await {
@@ -295,15 +307,18 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        if let Some(renewer) = self.renewer.take() {
-            renewer.abort();
-        }
+        self.stop.notify_one();
+        let renewer = self.renewer.take();
         if self.keep.load(Ordering::SeqCst) {
             return;
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (store, path) = (Arc::clone(&self.store), self.path.clone());
             runtime.spawn(async move {
+                // As in `release`: the delete comes after the last renewal.
+                if let Some(renewer) = renewer {
+                    let _ = renewer.await;
+                }
                 let _ = store.delete(&path).await;
             });
         }
