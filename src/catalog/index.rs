@@ -207,14 +207,23 @@ impl Catalog {
         latest: u64,
         checkpoint: Option<u64>,
     ) -> Result<(Arc<Index>, Option<Arc<Manifest>>)> {
-        // The checkpoint the pointer names; when a version after it is gone
-        // (a newer checkpoint the pointer does not name yet covers it), or
-        // there is none, the newest listed.
-        if let Some(c) = checkpoint.filter(|c| *c <= latest)
-            && let Some(start) = self.read_checkpoint(c).await?
-            && let Some(read) = self.walk_back(Some(start), latest).await?
-        {
-            return Ok(read);
+        // The checkpoint the pointer names, read together with the versions
+        // after it; when one of those is gone (a newer checkpoint the
+        // pointer does not name yet covers it) or holds a base, the walk
+        // back from the latest; when there is no checkpoint, the newest
+        // listed.
+        if let Some(c) = checkpoint.filter(|c| *c <= latest) {
+            let (start, after) =
+                futures::future::join(self.read_checkpoint(c), self.read_forward(c, latest)).await;
+            if let Some(start) = start? {
+                // A version that does not read is named by the walk.
+                if let Ok(Some(changes)) = after {
+                    return Ok((Arc::new(extended(&start, &changes)), None));
+                }
+                if let Some(read) = self.walk_back(Some(start), latest).await? {
+                    return Ok(read);
+                }
+            }
         }
         let mut start = None;
         for c in self.list_checkpoints().await?.into_iter().rev() {
