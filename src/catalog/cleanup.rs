@@ -210,7 +210,7 @@ impl Catalog {
 
         // The views' logs: those this process has read, or all of them.
         let slots: Vec<SlotId> = if full {
-            self.reload()
+            self.reload_whole()
                 .await?
                 .views
                 .values()
@@ -263,7 +263,7 @@ impl Catalog {
             // Leases first: a write that commits (and releases its lease)
             // after this point is in the index read next.
             let (leased, expired_leases) = self.leased(cutoff).await?;
-            let index = self.reload().await?;
+            let index = self.reload_whole().await?;
             let mut known: BTreeSet<String> = index.retired.iter().map(|r| r.dir.clone()).collect();
             let mut slots: BTreeSet<SlotId> = BTreeSet::new();
             for entry in index.views.values() {
@@ -439,7 +439,7 @@ impl Catalog {
         }
         // An index version written since the listing may name a log that
         // was just created: only logs older than the window go.
-        let index = self.reload().await?;
+        let index = self.reload_whole().await?;
         let named_now: BTreeSet<&str> = index
             .views
             .values()

@@ -103,6 +103,17 @@ impl Catalog {
         parse_index_version(&path, &bytes, version).map(Some)
     }
 
+    /// [`Self::reload`] with every view parsed, for what must see them all
+    /// (cleanup, recovery): a block of the checkpoint that does not parse
+    /// is an error rather than views left out.
+    pub async fn reload_whole(&self) -> Result<Arc<Index>> {
+        let index = self.reload().await?;
+        match index.views.parse_all() {
+            Some((path, reason)) => Err(Error::CorruptManifest { path, reason }),
+            None => Ok(index),
+        }
+    }
+
     /// Loads the latest index version (if newer than what is loaded) and
     /// returns it (see [`Self::refresh`]).
     pub async fn reload(&self) -> Result<Arc<Index>> {
@@ -483,6 +494,11 @@ impl Catalog {
                 base: None,
                 actions: base.diff(&next),
             };
+            // A view of a block that does not parse would be missing from
+            // what the change saw (its dependents, say) or from the diff.
+            if let Some((path, reason)) = next.views.failure().or_else(|| base.views.failure()) {
+                return Err(Error::CorruptManifest { path, reason });
+            }
             let bytes = encode("an index version", &record)?;
             match self
                 .index_log
@@ -544,6 +560,10 @@ impl Catalog {
         let Ok((views, blocks)) = crate::spec::checkpoint_blocks(index.views.values()) else {
             return false;
         };
+        // Never a checkpoint without the views of a block that did not parse.
+        if index.views.failure().is_some() {
+            return false;
+        }
         let header = CheckpointHeader {
             format_version: MANIFEST_FORMAT,
             index: Index {

@@ -47,7 +47,7 @@ impl Catalog {
                 location: self.location.clone(),
             });
         }
-        let loaded = match self.reload().await {
+        let loaded = match self.reload_whole().await {
             Ok(index) if index.version > 0 => Some((*index).clone()),
             _ => None,
         };

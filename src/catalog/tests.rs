@@ -749,6 +749,30 @@ async fn a_checkpoint_whose_views_do_not_parse_fails_every_statement() {
         "{err}"
     );
     assert!(reader.refresh().await.is_err(), "and stays failed");
+
+    // What must see every view refuses to work without them: a cleanup
+    // (which would take their logs for orphans) and a commit (whose checks
+    // and diff would miss them).
+    let corrupt = |e: &Error| matches!(e, Error::CorruptManifest { reason, .. } if reason.contains("views do not parse"));
+    let live = c.index().view(&name).unwrap().slot.clone();
+    let cleaner = catalog(Arc::clone(&store), Duration::ZERO).await;
+    let err = cleaner.cleanup(Sweep::Full).await.unwrap_err();
+    assert!(corrupt(&err), "{err}");
+    let writer = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let err = writer
+        .commit(|index| {
+            index.remove_view(&name);
+            Ok(())
+        })
+        .await
+        .unwrap_err();
+    assert!(corrupt(&err), "{err}");
+    let files: Vec<_> = store
+        .list(Some(&Path::from(format!("cat/_matview/views/{live}"))))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(!files.is_empty(), "the view's log is still there");
 }
 
 #[tokio::test]

@@ -218,12 +218,14 @@ impl Views {
     }
 
     fn changed(&mut self) {
-        if self.changes.len() > MOST_CHANGES {
+        // What was listed before this change is stale.
+        self.merged = Arc::default();
+        // Not over a block that does not parse: its views would be lost.
+        if self.changes.len() > MOST_CHANGES && self.parse_all().is_none() {
             let all = self.all().clone();
             self.base = Base::Map(Arc::new(all));
             self.changes.clear();
         }
-        self.merged = Arc::default();
     }
 
     /// Every view, by name (parses every block not parsed yet).
@@ -597,8 +599,11 @@ mod tests {
         for i in 0..MOST_CHANGES + 10 {
             let e = entry("s", &format!("v{i}"));
             views.insert(e.name.clone(), e);
+            // Listed after every change: the fold sees the newest one.
+            assert_eq!(views.len(), i + 1);
         }
         assert!(views.changes.len() <= MOST_CHANGES);
+        assert!(matches!(views.base, Base::Map(_)));
         assert_eq!(views.len(), MOST_CHANGES + 10);
     }
 
