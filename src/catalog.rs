@@ -249,7 +249,7 @@ impl Catalog {
     /// checkpoint read at opening are parsed as they are needed: finding
     /// one ([`Index::view`]) parses its block, listing them parses all.
     pub fn index(&self) -> Arc<Index> {
-        self.loaded()
+        Arc::clone(&self.index.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Object path of a file given relative to the catalog root.

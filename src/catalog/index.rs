@@ -132,7 +132,7 @@ impl Catalog {
     /// never lists the log unless the pointer is missing or stale.
     pub async fn refresh(&self) -> Result<u64> {
         self.check_poisoned()?;
-        let current = self.loaded();
+        let current = self.index();
         let version = current.version;
         if version > 0 && self.index_log.still_latest(version).await? {
             return Ok(version);
@@ -156,14 +156,9 @@ impl Catalog {
         Ok(self.install(loaded, legacy).version)
     }
 
-    /// The loaded index (its checkpoint's views parsed as needed).
-    pub(super) fn loaded(&self) -> Arc<Index> {
-        Arc::clone(&self.index.read().unwrap_or_else(|e| e.into_inner()))
-    }
-
     /// The error of a checkpoint whose views did not parse, if any.
     pub fn check_poisoned(&self) -> Result<()> {
-        if let Some((path, reason)) = self.loaded().views.failure() {
+        if let Some((path, reason)) = self.index().views.failure() {
             return Err(Error::CorruptManifest { path, reason });
         }
         Ok(())
@@ -171,19 +166,19 @@ impl Catalog {
 
     /// The loaded index version, without parsing anything.
     pub fn version(&self) -> u64 {
-        self.loaded().version
+        self.index().version
     }
 
     /// The schemas (catalog, schema) that hold views in the loaded index
     /// (or did since its checkpoint), without parsing its views.
     pub fn schemas(&self) -> Vec<(String, String)> {
-        self.loaded().views.schemas()
+        self.index().views.schemas()
     }
 
     /// The remembered relations of the loaded index, without parsing its
     /// views.
     pub fn relations(&self) -> Vec<crate::spec::RelationEntry> {
-        self.loaded().relations.clone()
+        self.index().relations.clone()
     }
 
     /// The remembered relation `name` of the loaded index, if any.
@@ -191,7 +186,7 @@ impl Catalog {
         &self,
         name: &crate::spec::QualifiedName,
     ) -> Option<crate::spec::RelationEntry> {
-        self.loaded()
+        self.index()
             .relations
             .iter()
             .find(|r| &r.name == name)

@@ -294,14 +294,23 @@ impl Lease {
     /// the delete, and leave it behind.
     pub(crate) async fn release(mut self) {
         self.stop.notify_one();
-        if let Some(renewer) = self.renewer.take() {
-            let _ = renewer.await;
-        }
         self.keep.store(true, Ordering::SeqCst);
-        match self.store.delete(&self.path).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => log::warn!("could not delete the lease {}: {e}", self.path),
-        }
+        delete_after(self.renewer.take(), &self.store, &self.path).await;
+    }
+}
+
+/// Waits for a stopped renewer's last renewal, then deletes the lease file.
+async fn delete_after(
+    renewer: Option<tokio::task::JoinHandle<()>>,
+    store: &Arc<dyn ObjectStore>,
+    path: &Path,
+) {
+    if let Some(renewer) = renewer {
+        let _ = renewer.await;
+    }
+    match store.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => log::warn!("could not delete the lease {path}: {e}"),
     }
 }
 
@@ -314,13 +323,7 @@ impl Drop for Lease {
         }
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let (store, path) = (Arc::clone(&self.store), self.path.clone());
-            runtime.spawn(async move {
-                // As in `release`: the delete comes after the last renewal.
-                if let Some(renewer) = renewer {
-                    let _ = renewer.await;
-                }
-                let _ = store.delete(&path).await;
-            });
+            runtime.spawn(async move { delete_after(renewer, &store, &path).await });
         }
     }
 }

@@ -121,12 +121,15 @@ impl CheckpointViews {
             .as_deref()
     }
 
-    fn get(&self, name: &QualifiedName) -> Option<&IndexEntry> {
-        let i = self
-            .blocks
+    /// The block `name` falls in (`None`: before the first block).
+    fn block_of(&self, name: &QualifiedName) -> Option<usize> {
+        self.blocks
             .partition_point(|(first, _)| first.as_ref().is_none_or(|f| f <= name))
-            .checked_sub(1)?;
-        let block = self.block(i)?;
+            .checked_sub(1)
+    }
+
+    fn get(&self, name: &QualifiedName) -> Option<&IndexEntry> {
+        let block = self.block(self.block_of(name)?)?;
         block
             .binary_search_by(|e| e.name.cmp(name))
             .ok()
@@ -281,10 +284,9 @@ impl Views {
             Base::Checkpoint(checkpoint) => {
                 let first = match start {
                     Bound::Unbounded => 0,
-                    Bound::Included(name) | Bound::Excluded(name) => checkpoint
-                        .blocks
-                        .partition_point(|(first, _)| first.as_ref().is_none_or(|f| f <= name))
-                        .saturating_sub(1),
+                    Bound::Included(name) | Bound::Excluded(name) => {
+                        checkpoint.block_of(name).unwrap_or(0)
+                    }
                 };
                 Box::new(
                     (first..checkpoint.blocks.len())
@@ -500,16 +502,20 @@ mod tests {
         )
     }
 
+    /// `v0000` to `v0999` in schema `public`, in name order.
+    fn thousand_views() -> Vec<IndexEntry> {
+        (0..1000)
+            .map(|i| entry("public", &format!("v{i:04}")))
+            .collect()
+    }
+
     fn parsed_blocks(views: &Views) -> usize {
         views.checkpoint_blocks_parsed().unwrap().0
     }
 
     #[test]
     fn finding_a_view_parses_only_its_block() {
-        let mut entries: Vec<IndexEntry> = (0..1000)
-            .map(|i| entry("public", &format!("v{i:04}")))
-            .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let entries = thousand_views();
         let views = checkpoint(&entries);
         for probe in [0, 63, 64, 500, 999] {
             assert_eq!(views.get(&entries[probe].name), Some(&entries[probe]));
@@ -566,10 +572,7 @@ mod tests {
 
     #[test]
     fn a_page_from_a_name_parses_the_blocks_it_reaches() {
-        let mut entries: Vec<IndexEntry> = (0..1000)
-            .map(|i| entry("public", &format!("v{i:04}")))
-            .collect();
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let entries = thousand_views();
         let mut views = checkpoint(&entries);
         // v0500 removed, v0500a added, v0501 replaced.
         views.remove(&entries[500].name);
