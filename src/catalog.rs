@@ -51,9 +51,10 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
 
 use crate::error::{Error, Result};
 use crate::spec::{
-    CheckpointHeader, CheckpointViews, Index, IndexEntry, IndexVersion, MANIFEST_FORMAT,
-    META_SNAPSHOT, Manifest, QualifiedName, RetiredSnapshot, SNAPSHOT_MARKER, SlotId,
-    SnapshotMarker, ViewEntry, ViewVersion, Views, is_snapshot_file_name, is_snapshot_id,
+    BlockReader, CheckpointHeader, CheckpointRead, CheckpointViews, Index, IndexEntry,
+    IndexVersion, MANIFEST_FORMAT, META_SNAPSHOT, Manifest, QualifiedName, RetiredSnapshot,
+    SNAPSHOT_MARKER, SlotId, SnapshotMarker, ViewEntry, ViewVersion, Views, is_snapshot_file_name,
+    is_snapshot_id,
 };
 
 mod cleanup;

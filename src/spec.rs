@@ -28,7 +28,8 @@ pub use layout::{
 };
 pub use name::{QualifiedName, quote_ident};
 pub use views::{
-    CHECKPOINT_BLOCK_VIEWS, CheckpointBlock, CheckpointViews, Views, checkpoint_blocks,
+    BlockReader, CHECKPOINT_BLOCK_VIEWS, CheckpointBlock, CheckpointRead, CheckpointViews, Views,
+    checkpoint_blocks,
 };
 
 /// A new id for a view definition, a snapshot or a commit: 32 lowercase

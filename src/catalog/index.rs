@@ -14,6 +14,90 @@ const MOST_READS_AT_ONCE: usize = 16;
 /// store's `LocalFileSystem`): as many as a small machine has cores.
 const MOST_LOCAL_READS_AT_ONCE: usize = 2;
 
+/// How many bytes of a checkpoint its first read asks for: its header (a
+/// line of about 85 bytes per block of [`CHECKPOINT_BLOCK_VIEWS`] views, so
+/// up to about 50,000 views) and the blocks that fit after it.
+pub(super) const CHECKPOINT_FIRST_READ: u64 = 64 * 1024;
+
+/// Reads blocks of a checkpoint's views from the catalog's object store,
+/// for [`CheckpointViews`]: finding a view is synchronous (DataFusion's
+/// `SchemaProvider::table_exist` is), so [`BlockReader::read`] waits for
+/// the read. On a multi-threaded Tokio runtime it waits in
+/// `block_in_place`; from a local folder, which needs no runtime, it reads
+/// on a thread of its own. A remote store on a single-threaded runtime
+/// (where waiting would stall the runtime that drives the request) has
+/// no `StoreBlocks`: its checkpoints are read whole.
+#[derive(Debug)]
+pub(super) struct StoreBlocks {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    local: bool,
+    /// Where the views start in the checkpoint.
+    offset: u64,
+}
+
+impl StoreBlocks {
+    /// A reader of `path` in `catalog`'s store, when one can wait (see
+    /// above).
+    fn new(catalog: &Catalog, path: &Path) -> Option<Self> {
+        let local = catalog.store_url.as_str().starts_with("file://");
+        let threaded = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        (local || threaded).then(|| Self {
+            store: Arc::clone(&catalog.store),
+            path: path.clone(),
+            local,
+            offset: 0,
+        })
+    }
+
+    fn starting_at(self, offset: u64) -> Self {
+        Self { offset, ..self }
+    }
+
+    async fn get(&self, range: std::ops::Range<u64>) -> std::result::Result<bytes::Bytes, String> {
+        let range = range.start + self.offset..range.end + self.offset;
+        self.store
+            .get_range(&self.path, range)
+            .await
+            .map_err(|e| match e {
+                object_store::Error::NotFound { .. } => {
+                    "the checkpoint was deleted while this process still read it (two newer \
+                 ones were written meanwhile); run the statement again"
+                        .to_owned()
+                }
+                e => e.to_string(),
+            })
+    }
+}
+
+impl BlockReader for StoreBlocks {
+    fn read(&self, range: std::ops::Range<u64>) -> std::result::Result<bytes::Bytes, String> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| handle.block_on(self.get(range)))
+            }
+            _ if self.local => std::thread::scope(|scope| {
+                scope
+                    .spawn(|| futures::executor::block_on(self.get(range)))
+                    .join()
+                    .unwrap_or_else(|_| Err("the read of its views panicked".into()))
+            }),
+            _ => Err("a remote checkpoint cannot be read while waiting on a \
+                      single-threaded Tokio runtime; use a multi-threaded one"
+                .into()),
+        }
+    }
+
+    fn read_async(
+        &self,
+        range: std::ops::Range<u64>,
+    ) -> BoxFuture<'_, std::result::Result<bytes::Bytes, String>> {
+        Box::pin(self.get(range))
+    }
+}
+
 /// The index with the versions `changes` (each following the one before)
 /// applied.
 fn extended(index: &Index, changes: &[IndexVersion]) -> Index {
@@ -108,6 +192,7 @@ impl Catalog {
     /// is an error rather than views left out.
     pub async fn reload_whole(&self) -> Result<Arc<Index>> {
         let index = self.reload().await?;
+        index.views.read_all().await;
         match index.views.parse_all() {
             Some((path, reason)) => Err(Error::CorruptManifest { path, reason }),
             None => Ok(index),
@@ -131,20 +216,35 @@ impl Catalog {
     /// versions after it, whose views are parsed only when needed; it
     /// never lists the log unless the pointer is missing or stale.
     pub async fn refresh(&self) -> Result<u64> {
-        self.check_poisoned()?;
         let current = self.index();
+        // A block of the checkpoint that could not be read (rather than
+        // parsed) is mended by reading the index again.
+        let unread = current.views.unread_failure();
+        if !unread {
+            self.check_poisoned()?;
+        }
         let version = current.version;
-        if version > 0 && self.index_log.still_latest(version).await? {
+        if !unread && version > 0 && self.index_log.still_latest(version).await? {
             return Ok(version);
         }
         let (latest, pointer) = self.index_log.latest_version().await?;
         let Some(latest) = latest else {
             return Ok(version);
         };
-        if latest <= version {
+        if latest <= version && !unread {
             return Ok(version);
         }
-        let near = version > 0 && latest - version <= CHECKPOINT_INTERVAL;
+        let mut near = !unread && version > 0 && latest - version <= CHECKPOINT_INTERVAL;
+        // The checkpoint the loaded views still read blocks from goes once
+        // two newer ones are written (see `Self::cleanup`): once one newer
+        // may be, read the rest of it, or start from the newest.
+        if near
+            && let Some(checkpoint) = current.views.reading_checkpoint()
+            && latest >= checkpoint + CHECKPOINT_INTERVAL
+        {
+            current.views.read_all().await;
+            near = !current.views.unread_failure();
+        }
         if near && let Some(changes) = self.read_forward(version, latest).await? {
             return Ok(self
                 .install(Arc::new(extended(&current, &changes)), None)
@@ -343,10 +443,23 @@ impl Catalog {
         Ok(Some((base, legacy)))
     }
 
+    /// Reads checkpoint `version`'s header and the views that come in the
+    /// same first read ([`CHECKPOINT_FIRST_READ`] bytes); its other blocks
+    /// are read as they are needed (see [`StoreBlocks`]).
     async fn read_checkpoint(&self, version: u64) -> Result<Option<Arc<Index>>> {
         let path = self.checkpoint_path(version);
-        let bytes = match self.store.get(&path).await {
-            Ok(got) => got.bytes().await?,
+        let reader = StoreBlocks::new(self, &path);
+        let options = object_store::GetOptions {
+            range: reader
+                .is_some()
+                .then_some(object_store::GetRange::Bounded(0..CHECKPOINT_FIRST_READ)),
+            ..Default::default()
+        };
+        let (mut bytes, size) = match self.store.get_opts(&path, options).await {
+            Ok(got) => {
+                let size = got.meta.size;
+                (got.bytes().await?, size)
+            }
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
@@ -355,32 +468,67 @@ impl Catalog {
             path: display.clone(),
             reason,
         };
-        let split = bytes
-            .iter()
-            .position(|b| *b == b'\n')
-            .unwrap_or(bytes.len());
-        let head = &bytes[..split];
+        // A header longer than the first read: read on, twice as much each
+        // time, until its line ends.
+        let split = loop {
+            if let Some(split) = bytes.iter().position(|b| *b == b'\n') {
+                break split;
+            }
+            let have = bytes.len() as u64;
+            if have >= size {
+                break bytes.len();
+            }
+            let more = self
+                .store
+                .get_range(&path, have..size.min(have * 2))
+                .await?;
+            bytes = [bytes, more].concat().into();
+        };
+        let head = bytes.slice(..split);
         let views = bytes.slice((split + 1).min(bytes.len())..);
-        versions::format_of(&display, head)?;
+        versions::format_of(&display, &head)?;
         let header: CheckpointHeader =
-            serde_json::from_slice(head).map_err(|e| corrupt(e.to_string()))?;
+            serde_json::from_slice(&head).map_err(|e| corrupt(e.to_string()))?;
         if header.index.version != version {
             return Err(corrupt(format!(
                 "it says version {}, its name says {version}",
                 header.index.version
             )));
         }
-        if header.views_bytes != views.len() as u64 {
+        let views_offset = split as u64 + 1;
+        if size.saturating_sub(views_offset) != header.views_bytes {
             return Err(corrupt(format!(
                 "its views take {} bytes, its header says {}",
-                views.len(),
+                size.saturating_sub(views_offset),
                 header.views_bytes
             )));
         }
-        // Formats 2 and 3 keep every view on one line.
+        // Formats 2 and 3 keep every view on one line, read now.
         let blocks = (header.format_version >= 4).then_some(header.blocks.as_slice());
-        let views = CheckpointViews::new(display.clone(), views, blocks, header.schemas)
-            .map_err(corrupt)?;
+        let (views, reader) = match (blocks, reader) {
+            (Some(_), Some(reader)) => (views, Some(reader.starting_at(views_offset))),
+            (_, reader) if (views.len() as u64) < header.views_bytes => {
+                let rest = self
+                    .store
+                    .get_range(&path, views_offset + views.len() as u64..size)
+                    .await?;
+                drop(reader);
+                ([views, rest].concat().into(), None)
+            }
+            (_, _) => (views, None),
+        };
+        let views = CheckpointViews::new(
+            CheckpointRead {
+                path: display.clone(),
+                version,
+                head: views,
+                views_bytes: header.views_bytes,
+                reader: reader.map(|r| Arc::new(r) as Arc<dyn BlockReader>),
+                schemas: header.schemas,
+            },
+            blocks,
+        )
+        .map_err(corrupt)?;
         *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
         Ok(Some(Arc::new(Index {
             views: Views::from_checkpoint(views),
@@ -552,6 +700,7 @@ impl Catalog {
     /// Writes the checkpoint of `index`; best effort (a missing checkpoint
     /// only makes readers read more versions).
     pub(super) async fn write_checkpoint(&self, index: &Index) -> bool {
+        index.views.read_all().await;
         let Ok((views, blocks)) = crate::spec::checkpoint_blocks(index.views.values()) else {
             return false;
         };

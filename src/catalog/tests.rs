@@ -1,5 +1,6 @@
 //! Unit tests of the catalog.
 
+use super::index::CHECKPOINT_FIRST_READ;
 use super::journal::LatestPointer;
 use super::*;
 use object_store::memory::InMemory;
@@ -906,4 +907,145 @@ async fn a_format_3_checkpoint_is_read_as_one_block() {
         reader.index().views.values().cloned().collect::<Vec<_>>(),
         views
     );
+}
+
+/// Commits 2,000 index entries (no view logs: only the index is read)
+/// named `v0000` to `v1999`, then empty commits up to version `to`.
+async fn index_of_2000_views(c: &Catalog, to: u64) -> Vec<IndexEntry> {
+    let entries: Vec<IndexEntry> = (0..2000)
+        .map(|i| IndexEntry {
+            name: QualifiedName::new("datafusion", "public", format!("v{i:04}")),
+            id: format!("id-{i}"),
+            slot: format!("slot-{i}"),
+            sources: vec![],
+        })
+        .collect();
+    c.commit(|index| {
+        for entry in &entries {
+            index.put_view(entry.clone());
+        }
+        Ok(())
+    })
+    .await
+    .unwrap();
+    while c.index().version < to {
+        c.commit(|_| Ok(())).await.unwrap();
+    }
+    c.index_log.settle_pointer().await;
+    entries
+}
+
+/// Opens `store` anew, finds one view in the middle, then lists them all;
+/// returns the checkpoint bytes read after opening, after the lookup and
+/// after the listing, and their total.
+async fn bytes_read_by_one_lookup(
+    reader: &Catalog,
+    entries: &[IndexEntry],
+) -> (u64, u64, u64, u64) {
+    let (opened, total) = reader.index().views.checkpoint_bytes_read().unwrap();
+    assert_eq!(
+        reader.index().view(&entries[1234].name),
+        Some(&entries[1234])
+    );
+    let (found, _) = reader.index().views.checkpoint_bytes_read().unwrap();
+    assert_eq!(reader.view_names().unwrap().len(), 2000);
+    let (listed, _) = reader.index().views.checkpoint_bytes_read().unwrap();
+    (opened, found, listed, total)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lookup_reads_the_header_and_one_block_of_a_large_checkpoint() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let entries = index_of_2000_views(&writer, CHECKPOINT_INTERVAL).await;
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let (opened, found, listed, total) = bytes_read_by_one_lookup(&reader, &entries).await;
+    let block = total / 2000 * crate::spec::CHECKPOINT_BLOCK_VIEWS as u64;
+    assert!(total > 3 * CHECKPOINT_FIRST_READ, "{total}");
+    assert!(opened <= CHECKPOINT_FIRST_READ, "{opened}");
+    assert!(
+        found - opened < 2 * block,
+        "{found} after {opened}: one block"
+    );
+    assert!(listed >= total, "{listed} of {total}");
+}
+
+/// From a local folder the reads need no runtime: a single-threaded one
+/// reads blocks as they are needed too.
+#[tokio::test]
+async fn a_local_checkpoint_is_read_a_block_at_a_time_on_any_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let open = || async {
+        Catalog::open(
+            "file:///cat",
+            ObjectStoreUrl::parse("file://").unwrap(),
+            Arc::clone(&store),
+            Path::from("cat"),
+            DEFAULT_RETENTION,
+        )
+        .await
+        .unwrap()
+    };
+    let writer = open().await;
+    let entries = index_of_2000_views(&writer, CHECKPOINT_INTERVAL).await;
+    let (opened, found, listed, total) = bytes_read_by_one_lookup(&open().await, &entries).await;
+    assert!(opened <= CHECKPOINT_FIRST_READ, "{opened}");
+    assert!(found < opened + total / 10, "{found} of {total}");
+    assert!(listed >= total, "{listed} of {total}");
+}
+
+/// A remote store on a single-threaded runtime cannot wait for a block:
+/// its checkpoints are read whole.
+#[tokio::test]
+async fn a_remote_checkpoint_on_a_single_threaded_runtime_is_read_whole() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let entries = index_of_2000_views(&writer, CHECKPOINT_INTERVAL).await;
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let (opened, found, _, total) = bytes_read_by_one_lookup(&reader, &entries).await;
+    assert_eq!((opened, found), (total, total));
+}
+
+/// A reader still reading blocks from a checkpoint reads the rest of it
+/// once a newer one is written (before a second newer one deletes it);
+/// one that did not (it opened the older one just as it went) reads the
+/// index again on its next reload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_is_never_left_with_a_deleted_checkpoint() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let entries = index_of_2000_views(&writer, CHECKPOINT_INTERVAL).await;
+    let early = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let late = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    assert_eq!(early.index().views.reading_checkpoint(), Some(64));
+    while writer.index().version < 2 * CHECKPOINT_INTERVAL {
+        writer.commit(|_| Ok(())).await.unwrap();
+    }
+    writer.index_log.settle_pointer().await;
+    early.reload().await.unwrap();
+    assert_eq!(early.index().views.reading_checkpoint(), None);
+    while writer.index().version < 3 * CHECKPOINT_INTERVAL {
+        writer.commit(|_| Ok(())).await.unwrap();
+    }
+    writer.index_log.settle_pointer().await;
+    assert!(
+        store
+            .head(&writer.checkpoint_path(CHECKPOINT_INTERVAL))
+            .await
+            .is_err(),
+        "the checkpoint the readers opened is gone"
+    );
+    assert_eq!(
+        early.index().view(&entries[1999].name),
+        Some(&entries[1999])
+    );
+    // `late` never reloaded: its lookup fails, its reload mends it.
+    assert_eq!(late.index().view(&entries[1999].name), None);
+    let err = late.check_poisoned().unwrap_err().to_string();
+    assert!(err.contains("run the statement again"), "{err}");
+    let index = late.reload().await.unwrap();
+    assert_eq!(index.version, 3 * CHECKPOINT_INTERVAL);
+    assert_eq!(index.view(&entries[1999].name), Some(&entries[1999]));
 }

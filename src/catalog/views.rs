@@ -318,6 +318,7 @@ impl Catalog {
     /// Every view of the loaded index with its latest state, or why it
     /// cannot be read: one broken log does not hide the other views.
     pub async fn views_each(&self) -> Result<Vec<(QualifiedName, ViewRead)>> {
+        self.index().views.read_all().await;
         let reads: Vec<BoxFuture<'_, (QualifiedName, ViewRead)>> = self
             .view_names()?
             .into_iter()

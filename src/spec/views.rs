@@ -1,12 +1,16 @@
 //! The materialized views of an [`Index`]: a map by name resting on a
-//! base (a checkpoint's views, parsed one block at a time, or a map) with
-//! the changes since on top. Finding one view parses at most one block of
-//! [`CHECKPOINT_BLOCK_VIEWS`] entries, and copying an index for a commit
-//! copies only the changes, so neither grows with the number of views;
-//! listing every view parses the rest once.
+//! base (a checkpoint's views, read and parsed one block at a time, or a
+//! map) with the changes since on top. Finding one view reads and parses
+//! at most one block of [`CHECKPOINT_BLOCK_VIEWS`] entries, and copying an
+//! index for a commit copies only the changes, so neither grows with the
+//! number of views; listing every view reads and parses the rest once.
 
+use std::collections::HashMap;
 use std::ops::{Bound, Range};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+use futures::future::BoxFuture;
 
 use super::*;
 
@@ -28,63 +32,122 @@ pub struct CheckpointBlock {
     pub bytes: u64,
 }
 
-/// The views of a checkpoint, kept as read and parsed a block at a time.
+/// Reads byte ranges of a checkpoint's views (offsets from the first byte
+/// after its header line) for the blocks not read with the header. The
+/// catalog implements it over its object store; this module does no I/O.
+pub trait BlockReader: Send + Sync + fmt::Debug {
+    /// The bytes `range`, waiting for them (from synchronous code: finding
+    /// a view is synchronous, as DataFusion's `SchemaProvider::table_exist`
+    /// is).
+    fn read(&self, range: Range<u64>) -> std::result::Result<bytes::Bytes, String>;
+
+    /// The bytes `range`.
+    fn read_async(
+        &self,
+        range: Range<u64>,
+    ) -> BoxFuture<'_, std::result::Result<bytes::Bytes, String>>;
+}
+
+/// Why a block of a checkpoint is missing from its views.
+#[derive(Debug, Clone)]
+struct Failure {
+    reason: String,
+    /// It could not be read (the checkpoint was deleted under a reader
+    /// that held it long, or the store failed): reading the index again
+    /// mends it. Otherwise it did not parse, which nothing mends.
+    unread: bool,
+}
+
+/// The views of a checkpoint, read and parsed a block at a time.
 #[derive(Debug)]
 pub struct CheckpointViews {
     /// The checkpoint, as errors name it.
     path: String,
-    /// The checkpoint's lines after its header (shared with the bytes
-    /// read, not copied).
-    body: bytes::Bytes,
+    /// The index version the checkpoint holds.
+    version: u64,
+    /// The first bytes of the checkpoint's views, read with its header
+    /// (shared with the bytes read, not copied).
+    head: bytes::Bytes,
+    /// Reads the blocks `head` does not hold (`None`: it holds them all).
+    reader: Option<Arc<dyn BlockReader>>,
+    /// Blocks read after the header, by number, until parsed.
+    read: Mutex<HashMap<usize, bytes::Bytes>>,
+    /// Bytes of views read so far, `head` included.
+    bytes_read: AtomicU64,
     /// Each block's first name (`None`: one block of a format 2 or 3
-    /// checkpoint, holding every view) and bytes in `body`.
+    /// checkpoint, holding every view) and bytes in the views.
     blocks: Vec<(Option<QualifiedName>, Range<usize>)>,
     /// Each block, once parsed (`None`: it did not parse).
     parsed: Vec<OnceLock<Option<Vec<IndexEntry>>>>,
-    /// Why a block did not parse, the first time one did not.
-    failure: Mutex<Option<String>>,
+    /// Why a block is missing, the first time one was.
+    failure: Mutex<Option<Failure>>,
     /// The schemas (catalog, schema) holding views.
     schemas: Vec<(String, String)>,
+}
+
+/// What [`CheckpointViews::new`] takes besides the header's blocks.
+#[derive(Debug)]
+pub struct CheckpointRead {
+    /// The checkpoint, as errors name it.
+    pub path: String,
+    /// The index version it holds.
+    pub version: u64,
+    /// The views' first bytes, read with the header.
+    pub head: bytes::Bytes,
+    /// How many bytes the views take, all blocks read.
+    pub views_bytes: u64,
+    /// Reads the rest (needed when `head` is shorter than the views).
+    pub reader: Option<Arc<dyn BlockReader>>,
+    /// The schemas (catalog, schema) holding views, from the header.
+    pub schemas: Vec<(String, String)>,
 }
 
 impl CheckpointViews {
     /// The views of a checkpoint whose header lists `blocks` (`None`: a
     /// format 2 or 3 checkpoint, whose views are one list); checks that
-    /// the blocks' lengths add up to `body`'s.
+    /// the blocks' lengths add up to the views'.
     pub fn new(
-        path: String,
-        body: impl Into<bytes::Bytes>,
+        read: CheckpointRead,
         blocks: Option<&[CheckpointBlock]>,
-        schemas: Vec<(String, String)>,
     ) -> std::result::Result<Self, String> {
-        let body = body.into();
+        let total = usize::try_from(read.views_bytes).map_err(|e| e.to_string())?;
+        if read.head.len() > total {
+            return Err(format!(
+                "its views take {} bytes, its header says {total}",
+                read.head.len()
+            ));
+        }
+        if read.head.len() < total && read.reader.is_none() {
+            return Err(format!(
+                "only {} of its {total} bytes of views were read",
+                read.head.len()
+            ));
+        }
         let ranges = match blocks {
-            None => vec![(None, 0..body.len())],
+            None => vec![(None, 0..total)],
             Some(blocks) => {
                 let mut ranges = Vec::with_capacity(blocks.len());
                 let mut start = 0usize;
                 for (i, block) in blocks.iter().enumerate() {
                     if i > 0 {
-                        if body.get(start) != Some(&b'\n') {
+                        // Checked where read with the header; elsewhere a
+                        // block that does not start a line does not parse.
+                        if start < read.head.len() && read.head[start] != b'\n' {
                             return Err(format!("block {i} does not start a line"));
                         }
                         start += 1;
                     }
                     let end = start + usize::try_from(block.bytes).map_err(|e| e.to_string())?;
-                    if end > body.len() {
+                    if end > total {
                         return Err(format!(
-                            "its blocks take more than its {} bytes of views",
-                            body.len()
+                            "its blocks take more than its {total} bytes of views"
                         ));
                     }
                     ranges.push((Some(block.first.clone()), start..end));
                     start = end;
                 }
-                if start != body.len() {
-                    return Err(format!(
-                        "its blocks take {start} bytes, its views {}",
-                        body.len()
-                    ));
+                if start != total {
+                    return Err(format!("its blocks take {start} bytes, its views {total}"));
                 }
                 if blocks.windows(2).any(|w| w[0].first >= w[1].first) {
                     return Err("its blocks are not in name order".into());
@@ -93,32 +156,140 @@ impl CheckpointViews {
             }
         };
         Ok(Self {
-            path,
-            body,
+            path: read.path,
+            version: read.version,
+            bytes_read: AtomicU64::new(read.head.len() as u64),
+            reader: (read.head.len() < total).then_some(read.reader).flatten(),
+            head: read.head,
+            read: Mutex::default(),
             parsed: ranges.iter().map(|_| OnceLock::new()).collect(),
             blocks: ranges,
             failure: Mutex::new(None),
-            schemas,
+            schemas: read.schemas,
         })
     }
 
-    /// Block `i`, parsed now if it was not (`None`: it does not parse).
+    /// The views of a checkpoint all read at once.
+    pub fn whole(
+        path: String,
+        version: u64,
+        views: impl Into<bytes::Bytes>,
+        blocks: Option<&[CheckpointBlock]>,
+        schemas: Vec<(String, String)>,
+    ) -> std::result::Result<Self, String> {
+        let head = views.into();
+        Self::new(
+            CheckpointRead {
+                path,
+                version,
+                views_bytes: head.len() as u64,
+                head,
+                reader: None,
+                schemas,
+            },
+            blocks,
+        )
+    }
+
+    fn fail(&self, reason: String, unread: bool) {
+        log::error!("{}: {reason}", self.path);
+        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.get_or_insert(Failure { reason, unread });
+    }
+
+    /// The blocks of `blocks` neither parsed nor read yet, as the range of
+    /// bytes from the first one's start to the last one's end (with the
+    /// first and last block).
+    fn unread(&self, blocks: Range<usize>) -> Option<(usize, usize, Range<u64>)> {
+        self.reader.as_ref()?;
+        let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        let missing = |i: &usize| {
+            self.parsed[*i].get().is_none()
+                && self.blocks[*i].1.end > self.head.len()
+                && !read.contains_key(i)
+        };
+        let first = blocks.clone().find(missing)?;
+        let last = blocks.rev().find(missing)?;
+        let span = self.blocks[first].1.start as u64..self.blocks[last].1.end as u64;
+        Some((first, last, span))
+    }
+
+    /// Keeps `bytes`, read as `span` for blocks `first..=last`, by block.
+    fn keep(&self, first: usize, last: usize, span: Range<u64>, bytes: bytes::Bytes) {
+        if bytes.len() as u64 != span.end - span.start {
+            self.fail(
+                format!(
+                    "{} bytes of its views were read where {} were asked for",
+                    bytes.len(),
+                    span.end - span.start
+                ),
+                true,
+            );
+            return;
+        }
+        self.bytes_read
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        for i in first..=last {
+            let range = &self.blocks[i].1;
+            let at = range.start - span.start as usize..range.end - span.start as usize;
+            read.entry(i).or_insert_with(|| bytes.slice(at));
+        }
+    }
+
+    /// Reads, in one request and waiting for it, the blocks of `blocks`
+    /// not read yet.
+    fn read_blocks(&self, blocks: Range<usize>) {
+        let Some((first, last, span)) = self.unread(blocks) else {
+            return;
+        };
+        let reader = self.reader.as_ref().expect("unread blocks have a reader");
+        match reader.read(span.clone()) {
+            Ok(bytes) => self.keep(first, last, span, bytes),
+            Err(e) => self.fail(format!("its views could not be read: {e}"), true),
+        }
+    }
+
+    /// Reads, in one request, every block not read yet.
+    async fn read_all(&self) {
+        let Some((first, last, span)) = self.unread(0..self.blocks.len()) else {
+            return;
+        };
+        let reader = self.reader.as_ref().expect("unread blocks have a reader");
+        match reader.read_async(span.clone()).await {
+            Ok(bytes) => self.keep(first, last, span, bytes),
+            Err(e) => self.fail(format!("its views could not be read: {e}"), true),
+        }
+    }
+
+    /// Block `i`, read and parsed now if it was not (`None`: it could not
+    /// be read, or does not parse).
     fn block(&self, i: usize) -> Option<&[IndexEntry]> {
-        self.parsed[i]
-            .get_or_init(|| {
-                let range = self.blocks[i].1.clone();
-                match serde_json::from_slice::<Vec<IndexEntry>>(&self.body[range]) {
-                    Ok(entries) => Some(entries),
-                    Err(e) => {
-                        let reason = format!("its views do not parse: {e}");
-                        log::error!("{}: {reason}", self.path);
-                        let mut failure = self.failure.lock().unwrap_or_else(|e| e.into_inner());
-                        failure.get_or_insert(reason);
-                        None
-                    }
+        if let Some(parsed) = self.parsed[i].get() {
+            return parsed.as_deref();
+        }
+        let range = self.blocks[i].1.clone();
+        let bytes = if range.end <= self.head.len() {
+            self.head.slice(range)
+        } else {
+            self.read_blocks(i..i + 1);
+            let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+            read.get(&i)?.clone()
+        };
+        let parsed = self.parsed[i]
+            .get_or_init(|| match serde_json::from_slice::<Vec<IndexEntry>>(&bytes) {
+                Ok(entries) => Some(entries),
+                Err(e) => {
+                    self.fail(format!("its views do not parse: {e}"), false);
+                    None
                 }
             })
-            .as_deref()
+            .as_deref();
+        self.read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&i);
+        parsed
     }
 
     /// The block `name` falls in (`None`: before the first block).
@@ -140,6 +311,7 @@ impl CheckpointViews {
     }
 
     fn all(&self) -> BTreeMap<QualifiedName, IndexEntry> {
+        self.read_blocks(0..self.blocks.len());
         (0..self.blocks.len())
             .filter_map(|i| self.block(i))
             .flatten()
@@ -347,7 +519,46 @@ impl Views {
         let failure = checkpoint.failure.lock().unwrap_or_else(|e| e.into_inner());
         failure
             .as_ref()
-            .map(|reason| (checkpoint.path.clone(), reason.clone()))
+            .map(|f| (checkpoint.path.clone(), f.reason.clone()))
+    }
+
+    /// Whether a block of the checkpoint these views rest on could not be
+    /// read (rather than parsed): reading the index again mends that.
+    pub fn unread_failure(&self) -> bool {
+        let Base::Checkpoint(checkpoint) = &self.base else {
+            return false;
+        };
+        let failure = checkpoint.failure.lock().unwrap_or_else(|e| e.into_inner());
+        failure.as_ref().is_some_and(|f| f.unread)
+    }
+
+    /// The version of the checkpoint these views rest on while some of its
+    /// blocks are still to be read from it.
+    pub fn reading_checkpoint(&self) -> Option<u64> {
+        let Base::Checkpoint(checkpoint) = &self.base else {
+            return None;
+        };
+        checkpoint
+            .unread(0..checkpoint.blocks.len())
+            .map(|_| checkpoint.version)
+    }
+
+    /// Reads, in one request, every block of the checkpoint these views
+    /// rest on not read yet (which listing them all would read waiting).
+    pub async fn read_all(&self) {
+        if let Base::Checkpoint(checkpoint) = &self.base {
+            checkpoint.read_all().await;
+        }
+    }
+
+    /// How many bytes of the views of the checkpoint they rest on were
+    /// read, of how many (`None`: they rest on no checkpoint).
+    pub fn checkpoint_bytes_read(&self) -> Option<(u64, u64)> {
+        let Base::Checkpoint(checkpoint) = &self.base else {
+            return None;
+        };
+        let total = checkpoint.blocks.last().map_or(0, |b| b.1.end as u64);
+        Some((checkpoint.bytes_read.load(Ordering::Relaxed), total))
     }
 
     /// How many blocks of the checkpoint these views rest on are parsed,
@@ -498,7 +709,7 @@ mod tests {
             .map(|e| (e.name.catalog.clone(), e.name.schema.clone()))
             .collect();
         Views::from_checkpoint(
-            CheckpointViews::new("cp".into(), body, Some(&blocks), schemas).unwrap(),
+            CheckpointViews::whole("cp".into(), 1, body, Some(&blocks), schemas).unwrap(),
         )
     }
 
@@ -610,12 +821,95 @@ mod tests {
         assert_eq!(views.len(), MOST_CHANGES + 10);
     }
 
+    /// Serves the views of a checkpoint after its first `head` bytes, as
+    /// the catalog's reader does, counting reads; fails after `fail_after`.
+    #[derive(Debug)]
+    struct Served {
+        views: bytes::Bytes,
+        reads: AtomicU64,
+        fail_after: u64,
+    }
+
+    impl BlockReader for Served {
+        fn read(&self, range: Range<u64>) -> std::result::Result<bytes::Bytes, String> {
+            if self.reads.fetch_add(1, Ordering::SeqCst) >= self.fail_after {
+                return Err("gone".into());
+            }
+            Ok(self.views.slice(range.start as usize..range.end as usize))
+        }
+
+        fn read_async(
+            &self,
+            range: Range<u64>,
+        ) -> BoxFuture<'_, std::result::Result<bytes::Bytes, String>> {
+            Box::pin(futures::future::ready(self.read(range)))
+        }
+    }
+
+    /// The views of `entries`' checkpoint, of which the first `head` bytes
+    /// came with the header.
+    fn served(entries: &[IndexEntry], head: usize, fail_after: u64) -> (Views, Arc<Served>) {
+        let (body, blocks) = checkpoint_blocks(entries.iter()).unwrap();
+        let views = bytes::Bytes::from(body);
+        let reader = Arc::new(Served {
+            views: views.clone(),
+            reads: AtomicU64::new(0),
+            fail_after,
+        });
+        let read = CheckpointRead {
+            path: "cp".into(),
+            version: 64,
+            head: views.slice(..head),
+            views_bytes: views.len() as u64,
+            reader: Some(Arc::clone(&reader) as Arc<dyn BlockReader>),
+            schemas: vec![],
+        };
+        let views = Views::from_checkpoint(CheckpointViews::new(read, Some(&blocks)).unwrap());
+        (views, reader)
+    }
+
+    #[test]
+    fn finding_a_view_reads_only_its_block() {
+        let entries = thousand_views();
+        let block = checkpoint_blocks(entries[..64].iter()).unwrap().0.len() as u64;
+        // The head holds block 0 and part of block 1.
+        let (views, reader) = served(&entries, block as usize + 10, u64::MAX);
+        assert_eq!(views.reading_checkpoint(), Some(64));
+        assert_eq!(views.get(&entries[3].name), Some(&entries[3]));
+        assert_eq!(reader.reads.load(Ordering::SeqCst), 0);
+        assert_eq!(views.get(&entries[70].name), Some(&entries[70]));
+        assert_eq!(views.get(&entries[999].name), Some(&entries[999]));
+        assert_eq!(reader.reads.load(Ordering::SeqCst), 2);
+        let (read, total) = views.checkpoint_bytes_read().unwrap();
+        assert!(read < 4 * block, "{read} of {total}");
+        // Listing reads the 13 blocks left in one request.
+        assert_eq!(views.values().cloned().collect::<Vec<_>>(), entries);
+        assert_eq!(reader.reads.load(Ordering::SeqCst), 3);
+        // All of it, and again the part of block 1 the head held.
+        let (read, _) = views.checkpoint_bytes_read().unwrap();
+        assert!((total..total + 10).contains(&read), "{read} of {total}");
+        assert_eq!(views.reading_checkpoint(), None);
+        assert_eq!(views.failure(), None);
+    }
+
+    #[test]
+    fn a_block_that_cannot_be_read_is_reported_as_unread() {
+        let entries = thousand_views();
+        let (views, _) = served(&entries, 0, 1);
+        assert_eq!(views.get(&entries[0].name), Some(&entries[0]));
+        assert_eq!(views.get(&entries[500].name), None);
+        assert!(views.unread_failure());
+        let (path, reason) = views.failure().unwrap();
+        assert_eq!(path, "cp");
+        assert!(reason.contains("could not be read: gone"), "{reason}");
+    }
+
     #[test]
     fn a_checkpoint_whose_blocks_do_not_add_up_is_refused() {
         let entries = [entry("a", "x"), entry("a", "y")];
         let (body, mut blocks) = checkpoint_blocks(entries.iter()).unwrap();
         blocks[0].bytes -= 1;
-        let err = CheckpointViews::new("cp".into(), body, Some(&blocks), vec![]).unwrap_err();
+        let err = CheckpointViews::whole("cp".into(), 1, body, Some(&blocks), vec![]).unwrap_err();
         assert!(err.contains("bytes"), "{err}");
     }
 
@@ -625,7 +919,7 @@ mod tests {
         let (mut body, blocks) = checkpoint_blocks(entries.iter()).unwrap();
         body[1] = b'!';
         let views = Views::from_checkpoint(
-            CheckpointViews::new("cp".into(), body, Some(&blocks), vec![]).unwrap(),
+            CheckpointViews::whole("cp".into(), 1, body, Some(&blocks), vec![]).unwrap(),
         );
         assert_eq!(views.get(&entries[0].name), None);
         let (path, reason) = views.failure().unwrap();
