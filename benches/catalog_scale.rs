@@ -326,6 +326,15 @@ fn main() {
             large_t.as_secs_f64() / small_t.as_secs_f64()
         );
 
+        // What one view's statement reads of the newest checkpoint, in a
+        // new session: its header and the view's block, not every view.
+        let s = open(&large.display().to_string(), None).await;
+        run(&s, "SELECT count(*) FROM target").await;
+        if let Some((read, total)) = s.catalog().index().views.checkpoint_bytes_read() {
+            println!("one view's query read {read} of the newest checkpoint's {total} bytes of views");
+            assert!(views < 1000 || read * 4 < total, "{read} of {total}");
+        }
+
         println!("== 5. create {views} views from one script vs {views} x a catalog of one view");
         let single = one_view_catalog(&root, samples).await;
         println!(
