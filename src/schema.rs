@@ -185,6 +185,32 @@ impl MatviewSchemaProvider {
         table
     }
 
+    /// The names of the tables and views of this schema but its
+    /// materialized views: what the session registered and the catalog
+    /// remembers. Lists no materialized view, so it costs the same
+    /// however many the schema holds.
+    pub fn other_table_names(&self) -> Vec<String> {
+        let mut names = self.inner.table_names();
+        self.add_remembered(&mut names);
+        names
+    }
+
+    /// Adds the relations the catalog remembers in this schema (when it
+    /// registers them lazily) to `names`, each once.
+    fn add_remembered(&self, names: &mut Vec<String>) {
+        if self.lazy.is_none() {
+            return;
+        }
+        for relation in self.catalog.relations() {
+            if relation.name.catalog == self.catalog_name
+                && relation.name.schema == self.schema_name
+                && !names.contains(&relation.name.name)
+            {
+                names.push(relation.name.name);
+            }
+        }
+    }
+
     /// The views of the catalog's loaded index in this schema, by name.
     fn view_names(&self) -> Vec<String> {
         let index = self.catalog.index();
@@ -338,16 +364,7 @@ impl SchemaProvider for MatviewSchemaProvider {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.inner.table_names();
         names.extend(self.view_names());
-        if self.lazy.is_some() {
-            for relation in self.catalog.relations() {
-                if relation.name.catalog == self.catalog_name
-                    && relation.name.schema == self.schema_name
-                    && !names.contains(&relation.name.name)
-                {
-                    names.push(relation.name.name);
-                }
-            }
-        }
+        self.add_remembered(&mut names);
         names
     }
 

@@ -28,8 +28,8 @@ pub use layout::{
 };
 pub use name::{QualifiedName, quote_ident};
 pub use views::{
-    BlockReader, CHECKPOINT_BLOCK_VIEWS, CheckpointBlock, CheckpointRead, CheckpointViews, Views,
-    checkpoint_blocks,
+    BlockReader, CHECKPOINT_BLOCK_VIEWS, CheckpointBlock, CheckpointRead, CheckpointViews,
+    SourceReaders, Views, checkpoint_blocks, checkpoint_readers,
 };
 
 /// A new id for a view definition, a snapshot or a commit: 32 lowercase
@@ -38,17 +38,19 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// Newest metadata format this build reads and the one it writes: 4 is
-/// format 3 with a checkpoint's views in blocks of
+/// Newest metadata format this build reads and the one it writes: 5 is
+/// format 4 with a checkpoint's readers after its views (which views read
+/// each relation, [`CheckpointHeader::readers`]), so dropping a relation
+/// finds its dependents by reading one block; 4 is format 3 with a checkpoint's views in blocks of
 /// [`CHECKPOINT_BLOCK_VIEWS`] in name order ([`CheckpointHeader::blocks`]),
 /// so finding one view parses one block; 3 is
 /// the index log with one log per view (see [`IndexVersion`]) whose
 /// versions record each remembered relation that changed
 /// ([`IndexAction::PutRelation`], [`IndexAction::RemoveRelation`]); 2 is
 /// the same but repeats every remembered relation whenever one changes.
-/// Formats 2 and 3 are read as they are; 1, a log of whole-catalog
+/// Formats 2 to 4 are read as they are; 1, a log of whole-catalog
 /// [`Manifest`]s, is read and migrated.
-pub const MANIFEST_FORMAT: u32 = 4;
+pub const MANIFEST_FORMAT: u32 = 5;
 
 /// Newest definition format: the definition is DataFusion SQL, planned with
 /// the recorded default catalog and schema.

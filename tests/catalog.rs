@@ -1852,8 +1852,9 @@ async fn a_file_of_another_type_is_named_and_the_table_stays() {
 
 /// A statement that names one view, in a process that has just opened a
 /// catalog of many views, parses only that view's block of the newest
-/// checkpoint: querying, refreshing and describing it, and committing a
-/// new view (issue 35); a page of the listing parses the blocks it shows.
+/// checkpoint: querying, refreshing and describing it, committing a new
+/// view, and dropping one (issue 35); a page of the listing parses the
+/// blocks it shows.
 /// Listing every view parses the rest.
 #[tokio::test]
 async fn one_view_statements_parse_one_block_of_the_checkpoint() {
@@ -1862,12 +1863,14 @@ async fn one_view_statements_parse_one_block_of_the_checkpoint() {
     let s = MatviewSession::open(SessionContext::new(), &location)
         .await
         .unwrap();
-    // 200 views, unpopulated but v100; the newest checkpoint, at index
-    // version 192, holds v000 to v191 in three blocks of 64.
+    // 200 views, unpopulated but v100, v150 reading v100; the newest
+    // checkpoint, at index version 192, holds v000 to v191 in three blocks
+    // of 64, and that v150 reads v100.
     for i in 0..200 {
         let data = if i == 100 { "" } else { " WITH NO DATA" };
+        let from = if i == 150 { " FROM v100" } else { "" };
         s.sql(&format!(
-            "CREATE MATERIALIZED VIEW v{i:03} AS SELECT {i} AS x{data}"
+            "CREATE MATERIALIZED VIEW v{i:03} AS SELECT {i} AS x{from}{data}"
         ))
         .await
         .unwrap();
@@ -1907,16 +1910,34 @@ async fn one_view_statements_parse_one_block_of_the_checkpoint() {
         Some((1, 3)),
         "committing a new view parses only the block of its name"
     );
+    // Dropping finds what depends on a view in the checkpoint's readers
+    // (v150, whose entry is in another block), and drops one on which
+    // nothing depends, parsing nothing more.
+    let err = s
+        .sql("DROP MATERIALIZED VIEW v100")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("materialized view v150 depends on materialized view v100"),
+        "{err}"
+    );
+    s.sql("DROP MATERIALIZED VIEW v101").await.unwrap();
+    assert_eq!(
+        parsed(&s),
+        Some((1, 3)),
+        "dropping a view parses only the block of its name"
+    );
     // A page of the listing from a name parses the blocks it shows.
     let page = s.list_views(None, Some(&name), 3).await.unwrap();
     let page: Vec<&str> = page.iter().map(|n| n.name.as_str()).collect();
-    assert_eq!(page, ["v100a", "v101", "v102"]);
+    assert_eq!(page, ["v100a", "v102", "v103"]);
     assert_eq!(
         parsed(&s),
         Some((1, 3)),
         "a page parses the blocks it shows"
     );
     let listed = s.list_views(None, None, 1000).await.unwrap();
-    assert_eq!(listed.len(), 201);
+    assert_eq!(listed.len(), 200);
     assert_eq!(parsed(&s), Some((3, 3)), "listing parses every block");
 }

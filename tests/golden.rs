@@ -10,12 +10,13 @@
 //! back must give exactly that JSON: renaming, dropping or re-encoding a
 //! field (ours, or the Arrow schema's serde form) fails here before it can
 //! strand a catalog (format 1 is what catalogs written before format 2 hold;
-//! this build reads and migrates them). `manifest-format5.json` stands for
+//! this build reads and migrates them). `manifest-format6.json` stands for
 //! a newer build's file: refused by name, never half read. Every object
 //! of formats 2 to 4 (index version, checkpoint, view version, snapshot
 //! marker) is pinned too, from `tests/data/format2-catalog` (also read
 //! whole by `tests/migration.rs`), `tests/data/format3-objects` and
-//! `tests/data/format4-objects` (a checkpoint of 100 views in two blocks).
+//! `tests/data/format4-objects` (a checkpoint of 100 views in two blocks)
+//! and `tests/data/format5-objects` (a checkpoint with its readers).
 
 use datafusion::arrow::datatypes::{DataType, TimeUnit};
 use datafusion_matview::Error;
@@ -23,7 +24,7 @@ use datafusion_matview::catalog::parse_manifest;
 use datafusion_matview::spec::{Fingerprint, Manifest, QualifiedName, RelationKind};
 
 const FORMAT1: &str = include_str!("data/manifest-format1.json");
-const FORMAT5: &str = include_str!("data/manifest-format5.json");
+const FORMAT6: &str = include_str!("data/manifest-format6.json");
 
 fn read() -> Manifest {
     parse_manifest("tests/data/manifest-format1.json", FORMAT1.as_bytes(), 11).unwrap()
@@ -135,18 +136,18 @@ fn format_1_reads_every_kind_of_entry() {
 
 #[test]
 fn a_newer_format_is_refused_by_name() {
-    let err = parse_manifest("cat/_matview/log/12.json", FORMAT5.as_bytes(), 12).unwrap_err();
+    let err = parse_manifest("cat/_matview/log/12.json", FORMAT6.as_bytes(), 12).unwrap_err();
     assert!(matches!(
         err,
         Error::UnsupportedFormat {
-            found: 5,
-            supported: 4,
+            found: 6,
+            supported: 5,
             ..
         }
     ));
     assert_eq!(
         err.to_string(),
-        "manifest cat/_matview/log/12.json has format version 5, but this build reads up to 4\n\
+        "manifest cat/_matview/log/12.json has format version 6, but this build reads up to 5\n\
          HINT: Upgrade datafusion-matview to use this catalog."
     );
 }
@@ -253,13 +254,14 @@ fn files(dir: &str, keep: impl Fn(&str) -> bool) -> Vec<(String, String)> {
 /// catalog the format 2 build made), format 3 wrote
 /// (`tests/data/format3-objects`: index versions with a view and with a
 /// relation, a checkpoint of 64 versions, a view's version, a snapshot
-/// marker) and format 4 writes (`tests/data/format4-objects`: a
-/// checkpoint in blocks) reads back and writes back byte for byte:
+/// marker), format 4 wrote (`tests/data/format4-objects`: a checkpoint
+/// in blocks) and format 5 writes (`tests/data/format5-objects`: a
+/// checkpoint with its readers) reads back and writes back byte for byte:
 /// renaming, dropping or re-encoding a field fails here.
 #[test]
-fn format_2_to_4_objects_write_back_exactly_as_checked_in() {
+fn format_2_to_5_objects_write_back_exactly_as_checked_in() {
     use datafusion_matview::spec::{
-        CheckpointHeader, IndexEntry, IndexVersion, SnapshotMarker, ViewVersion,
+        CheckpointHeader, IndexEntry, IndexVersion, SnapshotMarker, SourceReaders, ViewVersion,
     };
     let index_versions = files("tests/data/format2-catalog", |p| {
         p.starts_with("_matview/log/")
@@ -328,4 +330,35 @@ fn format_2_to_4_objects_write_back_exactly_as_checked_in() {
     }
     assert_eq!(all.len(), 100);
     assert!(all.windows(2).all(|w| w[0].name < w[1].name));
+
+    // Format 5's checkpoint (`dfmv -f` of 40 views, 10 joining two of
+    // them, 30 more): its views' line, then its readers' line, which
+    // names the views reading each relation some view reads.
+    let path = "tests/data/format5-objects/checkpoint-64.json";
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap();
+    let lines: Vec<&str> = text.split('\n').collect();
+    let header: CheckpointHeader = writes_back(path, lines[0]);
+    assert_eq!(header.format_version, 5);
+    assert_eq!((header.blocks.len(), header.readers.len()), (1, 1));
+    assert_eq!(header.views_bytes, lines[1].len() as u64);
+    assert_eq!(header.readers_bytes, lines[2].len() as u64);
+    assert_eq!(lines.len(), 3);
+    let views: Vec<IndexEntry> = writes_back(path, lines[1]);
+    assert_eq!(views.len(), 64);
+    let readers: Vec<SourceReaders> = writes_back(path, lines[2]);
+    assert_eq!(readers[0].source, header.readers[0].first);
+    assert!(readers.windows(2).all(|w| w[0].source < w[1].source));
+    // Exactly what the views' sources say.
+    let mut expected: Vec<(QualifiedName, QualifiedName)> = views
+        .iter()
+        .flat_map(|v| v.sources.iter().map(|s| (s.clone(), v.name.clone())))
+        .collect();
+    expected.sort();
+    let found: Vec<(QualifiedName, QualifiedName)> = readers
+        .iter()
+        .flat_map(|r| r.readers.iter().map(|v| (r.source.clone(), v.clone())))
+        .collect();
+    assert_eq!(found, expected);
+    assert_eq!(found.len(), 20);
 }

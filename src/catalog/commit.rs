@@ -108,12 +108,13 @@ impl Requirement {
             } => {
                 let details: Vec<String> = index
                     .views
-                    .values()
-                    .filter(|v| !dropping.contains(&v.name) && v.sources.contains(name))
-                    .map(|v| {
+                    .readers_of(name)
+                    .into_iter()
+                    .filter(|reader| !dropping.contains(reader))
+                    .map(|reader| {
                         format!(
                             "materialized view {} depends on {kind} {}",
-                            crate::spec::quote_ident(&v.name.name),
+                            crate::spec::quote_ident(&reader.name),
                             crate::spec::quote_ident(&name.name)
                         )
                     })

@@ -495,19 +495,24 @@ impl Catalog {
                 header.index.version
             )));
         }
+        // The views, then (format 5) a newline and the readers.
         let views_offset = split as u64 + 1;
-        if size.saturating_sub(views_offset) != header.views_bytes {
+        let after_header = match header.readers_bytes {
+            0 => header.views_bytes,
+            readers => header.views_bytes + 1 + readers,
+        };
+        if size.saturating_sub(views_offset) != after_header {
             return Err(corrupt(format!(
-                "its views take {} bytes, its header says {}",
+                "{} bytes follow its header, which says {after_header}",
                 size.saturating_sub(views_offset),
-                header.views_bytes
             )));
         }
         // Formats 2 and 3 keep every view on one line, read now.
         let blocks = (header.format_version >= 4).then_some(header.blocks.as_slice());
+        let readers = (header.format_version >= 5).then_some(header.readers.as_slice());
         let (views, reader) = match (blocks, reader) {
             (Some(_), Some(reader)) => (views, Some(reader.starting_at(views_offset))),
-            (_, reader) if (views.len() as u64) < header.views_bytes => {
+            (_, reader) if (views.len() as u64) < after_header => {
                 let rest = self
                     .store
                     .get_range(&path, views_offset + views.len() as u64..size)
@@ -522,11 +527,12 @@ impl Catalog {
                 path: display.clone(),
                 version,
                 head: views,
-                views_bytes: header.views_bytes,
+                bytes: after_header,
                 reader: reader.map(|r| Arc::new(r) as Arc<dyn BlockReader>),
                 schemas: header.schemas,
             },
             blocks,
+            readers,
         )
         .map_err(corrupt)?;
         *self.checkpoint.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
@@ -704,6 +710,10 @@ impl Catalog {
         let Ok((views, blocks)) = crate::spec::checkpoint_blocks(index.views.values()) else {
             return false;
         };
+        let Ok((readers, reader_blocks)) = crate::spec::checkpoint_readers(index.views.values())
+        else {
+            return false;
+        };
         // Never a checkpoint without the views of a block that did not parse.
         if index.views.failure().is_some() {
             return false;
@@ -717,12 +727,18 @@ impl Catalog {
             schemas: index.schemas(),
             views_bytes: views.len() as u64,
             blocks,
+            readers: reader_blocks,
+            readers_bytes: readers.len() as u64,
         };
         let Ok(mut bytes) = encode("a checkpoint", &header) else {
             return false;
         };
         bytes.push(b'\n');
         bytes.extend(views);
+        if !readers.is_empty() {
+            bytes.push(b'\n');
+            bytes.extend(readers);
+        }
         match self
             .store
             .put_opts(

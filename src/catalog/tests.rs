@@ -910,14 +910,20 @@ async fn a_format_3_checkpoint_is_read_as_one_block() {
 }
 
 /// Commits 2,000 index entries (no view logs: only the index is read)
-/// named `v0000` to `v1999`, then empty commits up to version `to`.
+/// named `v0000` to `v1999`, each `v..01` reading the view before it,
+/// then empty commits up to version `to`.
 async fn index_of_2000_views(c: &Catalog, to: u64) -> Vec<IndexEntry> {
+    let name = |i: usize| QualifiedName::new("datafusion", "public", format!("v{i:04}"));
     let entries: Vec<IndexEntry> = (0..2000)
         .map(|i| IndexEntry {
-            name: QualifiedName::new("datafusion", "public", format!("v{i:04}")),
+            name: name(i),
             id: format!("id-{i}"),
             slot: format!("slot-{i}"),
-            sources: vec![],
+            sources: if i % 100 == 1 {
+                vec![name(i - 1)]
+            } else {
+                vec![]
+            },
         })
         .collect();
     c.commit(|index| {
@@ -1048,4 +1054,42 @@ async fn a_reader_is_never_left_with_a_deleted_checkpoint() {
     let index = late.reload().await.unwrap();
     assert_eq!(index.version, 3 * CHECKPOINT_INTERVAL);
     assert_eq!(index.view(&entries[1999].name), Some(&entries[1999]));
+}
+
+/// A format 4 checkpoint keeps no readers: this build finds them by going
+/// through its views, and a DROP's requirement still sees them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_format_4_checkpoint_finds_readers_through_its_views() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let entries = index_of_2000_views(&writer, CHECKPOINT_INTERVAL).await;
+    let path = writer.checkpoint_path(CHECKPOINT_INTERVAL);
+    let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
+    let mut lines: Vec<&[u8]> = bytes.split(|b| *b == b'\n').collect();
+    let mut header: CheckpointHeader = serde_json::from_slice(lines[0]).unwrap();
+    let readers = header.readers.len();
+    assert!(readers > 0);
+    lines.truncate(lines.len() - readers);
+    header.format_version = 4;
+    header.readers.clear();
+    header.readers_bytes = 0;
+    let head = serde_json::to_vec(&header).unwrap();
+    lines[0] = &head;
+    store
+        .put(&path, PutPayload::from(lines.join(&b'\n')))
+        .await
+        .unwrap();
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let index = reader.index();
+    assert_eq!(
+        index.views.readers_of(&entries[1200].name),
+        vec![entries[1201].name.clone()]
+    );
+    let requirement = Requirement::NoDependents {
+        name: entries[1200].name.clone(),
+        kind: "materialized view".into(),
+        dropping: vec![entries[1200].name.clone()],
+    };
+    let err = requirement.check(&index, None, "v1200").unwrap_err();
+    assert!(err.to_string().contains("v1201 depends on"), "{err}");
 }

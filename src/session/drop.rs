@@ -174,42 +174,51 @@ impl MatviewSession {
     /// Every object that depends on one of `roots`, directly or through
     /// other dependents, breadth first, each once, as
     /// `(dependent, its kind, what it depends on, that one's kind)`.
+    /// Materialized views reading a relation come from the index's
+    /// readers (one block of a checkpoint each), plain views from the
+    /// session.
     pub(super) async fn dependents(
         &self,
         index: &Index,
         roots: &[(QualifiedName, Kind)],
     ) -> Result<Vec<(QualifiedName, Kind, QualifiedName, Kind)>> {
-        let edges = self.dependency_edges(index).await?;
-        let mut reverse: HashMap<&QualifiedName, Vec<(&QualifiedName, Kind)>> = HashMap::new();
-        for (dependent, kind, source) in &edges {
-            reverse.entry(source).or_default().push((dependent, *kind));
+        let plain = self.plain_view_sources().await?;
+        let mut plain_readers: HashMap<&QualifiedName, Vec<&QualifiedName>> = HashMap::new();
+        for (view, source) in &plain {
+            plain_readers.entry(source).or_default().push(view);
         }
         let mut seen: BTreeSet<QualifiedName> = roots.iter().map(|(n, _)| n.clone()).collect();
         let mut queue: VecDeque<(QualifiedName, Kind)> = roots.iter().cloned().collect();
         let mut out = vec![];
         while let Some((name, kind)) = queue.pop_front() {
-            for (dependent, dependent_kind) in reverse.get(&name).into_iter().flatten() {
-                if seen.insert((*dependent).clone()) {
-                    out.push(((*dependent).clone(), *dependent_kind, name.clone(), kind));
-                    queue.push_back(((*dependent).clone(), *dependent_kind));
+            let readers = index
+                .views
+                .readers_of(&name)
+                .into_iter()
+                .map(|r| (r, Kind::MaterializedView))
+                .chain(
+                    plain_readers
+                        .get(&name)
+                        .into_iter()
+                        .flatten()
+                        .map(|r| ((*r).clone(), Kind::View)),
+                );
+            for (dependent, dependent_kind) in readers {
+                if seen.insert(dependent.clone()) {
+                    out.push((dependent.clone(), dependent_kind, name.clone(), kind));
+                    queue.push_back((dependent, dependent_kind));
                 }
             }
         }
+        index.views.failure().map_or(Ok(()), |(path, reason)| {
+            Err(Error::CorruptManifest { path, reason })
+        })?;
         Ok(out)
     }
 
-    /// `(dependent, its kind, source)` for every materialized view of the
-    /// catalog and every plain view registered in the session.
-    pub(super) async fn dependency_edges(
-        &self,
-        index: &Index,
-    ) -> Result<Vec<(QualifiedName, Kind, QualifiedName)>> {
-        let mut edges = vec![];
-        for view in index.views.values() {
-            for source in &view.sources {
-                edges.push((view.name.clone(), Kind::MaterializedView, source.clone()));
-            }
-        }
+    /// `(plain view, what it reads)` for every plain view registered in the
+    /// session (or remembered by the catalog), in the views' name order.
+    async fn plain_view_sources(&self) -> Result<Vec<(QualifiedName, QualifiedName)>> {
         let mut views = vec![];
         for catalog_name in self.ctx.catalog_names() {
             let Some(catalog) = self.ctx.catalog(&catalog_name) else {
@@ -222,12 +231,15 @@ impl MatviewSession {
                 let Some(schema) = catalog.schema(&schema_name) else {
                     continue;
                 };
-                for table_name in schema.table_names() {
+                // Not the materialized views: the index has those.
+                let names = match (schema.as_ref() as &dyn std::any::Any)
+                    .downcast_ref::<crate::schema::MatviewSchemaProvider>()
+                {
+                    Some(matviews) => matviews.other_table_names(),
+                    None => schema.table_names(),
+                };
+                for table_name in names {
                     let name = QualifiedName::new(&catalog_name, &schema_name, &table_name);
-                    // Materialized views are the index's (not read here).
-                    if index.view(&name).is_some() {
-                        continue;
-                    }
                     let Some(table) = schema.table(&table_name).await? else {
                         continue;
                     };
@@ -243,12 +255,13 @@ impl MatviewSession {
         }
         // In name order, so messages list dependents the same way each time.
         views.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut edges = vec![];
         for (name, plan) in views {
             // Names in a view's plan are as written; resolve them as they
             // were when the view was created.
             let (catalog, schema) = self.view_defaults(&name);
             for source in self.sources_of(&plan, &catalog, &schema).await? {
-                edges.push((name.clone(), Kind::View, source));
+                edges.push((name.clone(), source));
             }
         }
         Ok(edges)

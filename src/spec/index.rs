@@ -145,7 +145,9 @@ pub struct IndexVersion {
 /// (format 4: one block of at most [`CHECKPOINT_BLOCK_VIEWS`] entries per
 /// line, in name order, as [`Self::blocks`] lists them; formats 2 and 3:
 /// one line holding every entry), so a reader needs not read every
-/// version before it, and finding one view parses only its block.
+/// version before it, and finding one view reads only its block; format
+/// 5 adds, after the views, which views read each relation (the lines
+/// [`Self::readers`] lists).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckpointHeader {
     /// [`MANIFEST_FORMAT`].
@@ -159,6 +161,18 @@ pub struct CheckpointHeader {
     /// The blocks of views, in order (format 4).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<CheckpointBlock>,
+    /// The blocks of readers ([`SourceReaders`]) after the views' (format
+    /// 5), in order, each named by its first source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub readers: Vec<CheckpointBlock>,
+    /// The length in bytes of the readers' lines after the views' line
+    /// ends and its newline (format 5; none when no view reads anything).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub readers_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One version of a view's log, `_matview/views/<slot>/{version:020}.json`:

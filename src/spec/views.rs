@@ -58,6 +58,18 @@ struct Failure {
     unread: bool,
 }
 
+/// Which materialized views read one relation, as a checkpoint keeps it
+/// (format 5): the lines after the views' hold these in the source's name
+/// order, [`CHECKPOINT_BLOCK_VIEWS`] per line, so that dropping a relation
+/// finds what depends on it by reading one line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceReaders {
+    /// The relation read.
+    pub source: QualifiedName,
+    /// The views reading it, in name order.
+    pub readers: Vec<QualifiedName>,
+}
+
 /// The views of a checkpoint, read and parsed a block at a time.
 #[derive(Debug)]
 pub struct CheckpointViews {
@@ -65,20 +77,26 @@ pub struct CheckpointViews {
     path: String,
     /// The index version the checkpoint holds.
     version: u64,
-    /// The first bytes of the checkpoint's views, read with its header
-    /// (shared with the bytes read, not copied).
+    /// The first bytes after the checkpoint's header, read with it (shared
+    /// with the bytes read, not copied).
     head: bytes::Bytes,
     /// Reads the blocks `head` does not hold (`None`: it holds them all).
     reader: Option<Arc<dyn BlockReader>>,
-    /// Blocks read after the header, by number, until parsed.
+    /// Blocks read after the header, by number (views' blocks, then
+    /// readers' blocks), until parsed.
     read: Mutex<HashMap<usize, bytes::Bytes>>,
-    /// Bytes of views read so far, `head` included.
+    /// Bytes after the header read so far, `head` included.
     bytes_read: AtomicU64,
     /// Each block's first name (`None`: one block of a format 2 or 3
-    /// checkpoint, holding every view) and bytes in the views.
+    /// checkpoint, holding every view) and bytes after the header.
     blocks: Vec<(Option<QualifiedName>, Range<usize>)>,
     /// Each block, once parsed (`None`: it did not parse).
     parsed: Vec<OnceLock<Option<Vec<IndexEntry>>>>,
+    /// The blocks of readers, by first source (`None`: a checkpoint
+    /// before format 5, which keeps no readers).
+    reader_blocks: Option<Vec<(QualifiedName, Range<usize>)>>,
+    /// Each block of readers, once parsed.
+    readers_parsed: Vec<OnceLock<Option<Vec<SourceReaders>>>>,
     /// Why a block is missing, the first time one was.
     failure: Mutex<Option<Failure>>,
     /// The schemas (catalog, schema) holding views.
@@ -92,69 +110,108 @@ pub struct CheckpointRead {
     pub path: String,
     /// The index version it holds.
     pub version: u64,
-    /// The views' first bytes, read with the header.
+    /// The first bytes after the header, read with it.
     pub head: bytes::Bytes,
-    /// How many bytes the views take, all blocks read.
-    pub views_bytes: u64,
-    /// Reads the rest (needed when `head` is shorter than the views).
+    /// How many bytes follow the header, all blocks read.
+    pub bytes: u64,
+    /// Reads the rest (needed when `head` is shorter than that).
     pub reader: Option<Arc<dyn BlockReader>>,
     /// The schemas (catalog, schema) holding views, from the header.
     pub schemas: Vec<(String, String)>,
 }
 
+/// Where the lines of `blocks` lie from byte `start` on, each after a
+/// newline but the first; checks they are in name order and end by
+/// `total`, and the newlines `head` holds.
+fn lay_out(
+    what: &str,
+    blocks: &[CheckpointBlock],
+    mut start: usize,
+    total: usize,
+    head: &[u8],
+) -> std::result::Result<Vec<(QualifiedName, Range<usize>)>, String> {
+    let mut ranges = Vec::with_capacity(blocks.len());
+    for (i, block) in blocks.iter().enumerate() {
+        if i > 0 {
+            // Checked where read with the header; elsewhere a block that
+            // does not start a line does not parse.
+            if start < head.len() && head[start] != b'\n' {
+                return Err(format!("block {i} of its {what} does not start a line"));
+            }
+            start += 1;
+        }
+        let end = start + usize::try_from(block.bytes).map_err(|e| e.to_string())?;
+        if end > total {
+            return Err(format!(
+                "its blocks of {what} take more than its {total} bytes"
+            ));
+        }
+        ranges.push((block.first.clone(), start..end));
+        start = end;
+    }
+    if blocks.windows(2).any(|w| w[0].first >= w[1].first) {
+        return Err(format!("its blocks of {what} are not in name order"));
+    }
+    Ok(ranges)
+}
+
 impl CheckpointViews {
     /// The views of a checkpoint whose header lists `blocks` (`None`: a
-    /// format 2 or 3 checkpoint, whose views are one list); checks that
-    /// the blocks' lengths add up to the views'.
+    /// format 2 or 3 checkpoint, whose views are one list) and `readers`
+    /// (`None`: before format 5); checks that the blocks' lengths add up
+    /// to the bytes after the header.
     pub fn new(
         read: CheckpointRead,
         blocks: Option<&[CheckpointBlock]>,
+        readers: Option<&[CheckpointBlock]>,
     ) -> std::result::Result<Self, String> {
-        let total = usize::try_from(read.views_bytes).map_err(|e| e.to_string())?;
+        let total = usize::try_from(read.bytes).map_err(|e| e.to_string())?;
         if read.head.len() > total {
             return Err(format!(
-                "its views take {} bytes, its header says {total}",
+                "{} bytes follow its header, which says {total}",
                 read.head.len()
             ));
         }
         if read.head.len() < total && read.reader.is_none() {
             return Err(format!(
-                "only {} of its {total} bytes of views were read",
+                "only {} of the {total} bytes after its header were read",
                 read.head.len()
             ));
         }
-        let ranges = match blocks {
+        let ranges: Vec<(Option<QualifiedName>, Range<usize>)> = match blocks {
             None => vec![(None, 0..total)],
-            Some(blocks) => {
-                let mut ranges = Vec::with_capacity(blocks.len());
-                let mut start = 0usize;
-                for (i, block) in blocks.iter().enumerate() {
-                    if i > 0 {
-                        // Checked where read with the header; elsewhere a
-                        // block that does not start a line does not parse.
-                        if start < read.head.len() && read.head[start] != b'\n' {
-                            return Err(format!("block {i} does not start a line"));
-                        }
-                        start += 1;
-                    }
-                    let end = start + usize::try_from(block.bytes).map_err(|e| e.to_string())?;
-                    if end > total {
-                        return Err(format!(
-                            "its blocks take more than its {total} bytes of views"
-                        ));
-                    }
-                    ranges.push((Some(block.first.clone()), start..end));
-                    start = end;
-                }
-                if start != total {
-                    return Err(format!("its blocks take {start} bytes, its views {total}"));
-                }
-                if blocks.windows(2).any(|w| w[0].first >= w[1].first) {
-                    return Err("its blocks are not in name order".into());
-                }
-                ranges
-            }
+            Some(blocks) => lay_out("views", blocks, 0, total, &read.head)?
+                .into_iter()
+                .map(|(first, range)| (Some(first), range))
+                .collect(),
         };
+        let views_end = ranges.last().map_or(0, |(_, r)| r.end);
+        let reader_blocks = match readers {
+            Some(readers) if !readers.is_empty() => {
+                // After the views' last line and its newline.
+                if views_end < read.head.len() && read.head[views_end] != b'\n' {
+                    return Err("its readers do not start a line".into());
+                }
+                Some(lay_out(
+                    "readers",
+                    readers,
+                    views_end + 1,
+                    total,
+                    &read.head,
+                )?)
+            }
+            Some(_) => Some(vec![]),
+            None => None,
+        };
+        let end = match reader_blocks.as_ref().and_then(|r| r.last()) {
+            Some((_, range)) => range.end,
+            None => views_end,
+        };
+        if end != total {
+            return Err(format!(
+                "its blocks take {end} bytes, {total} follow its header"
+            ));
+        }
         Ok(Self {
             path: read.path,
             version: read.version,
@@ -164,6 +221,12 @@ impl CheckpointViews {
             read: Mutex::default(),
             parsed: ranges.iter().map(|_| OnceLock::new()).collect(),
             blocks: ranges,
+            readers_parsed: reader_blocks
+                .iter()
+                .flatten()
+                .map(|_| OnceLock::new())
+                .collect(),
+            reader_blocks,
             failure: Mutex::new(None),
             schemas: read.schemas,
         })
@@ -182,12 +245,13 @@ impl CheckpointViews {
             CheckpointRead {
                 path,
                 version,
-                views_bytes: head.len() as u64,
+                bytes: head.len() as u64,
                 head,
                 reader: None,
                 schemas,
             },
             blocks,
+            None,
         )
     }
 
@@ -197,6 +261,28 @@ impl CheckpointViews {
         failure.get_or_insert(Failure { reason, unread });
     }
 
+    /// How many blocks there are, views' and readers'.
+    fn block_count(&self) -> usize {
+        self.blocks.len() + self.readers_parsed.len()
+    }
+
+    /// Where block `i` lies (views' blocks, then readers').
+    fn range(&self, i: usize) -> Range<usize> {
+        match i.checked_sub(self.blocks.len()) {
+            None => self.blocks[i].1.clone(),
+            Some(r) => self.reader_blocks.as_ref().expect("blocks of readers")[r]
+                .1
+                .clone(),
+        }
+    }
+
+    fn is_parsed(&self, i: usize) -> bool {
+        match i.checked_sub(self.blocks.len()) {
+            None => self.parsed[i].get().is_some(),
+            Some(r) => self.readers_parsed[r].get().is_some(),
+        }
+    }
+
     /// The blocks of `blocks` neither parsed nor read yet, as the range of
     /// bytes from the first one's start to the last one's end (with the
     /// first and last block).
@@ -204,13 +290,11 @@ impl CheckpointViews {
         self.reader.as_ref()?;
         let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
         let missing = |i: &usize| {
-            self.parsed[*i].get().is_none()
-                && self.blocks[*i].1.end > self.head.len()
-                && !read.contains_key(i)
+            !self.is_parsed(*i) && self.range(*i).end > self.head.len() && !read.contains_key(i)
         };
         let first = blocks.clone().find(missing)?;
         let last = blocks.rev().find(missing)?;
-        let span = self.blocks[first].1.start as u64..self.blocks[last].1.end as u64;
+        let span = self.range(first).start as u64..self.range(last).end as u64;
         Some((first, last, span))
     }
 
@@ -219,7 +303,7 @@ impl CheckpointViews {
         if bytes.len() as u64 != span.end - span.start {
             self.fail(
                 format!(
-                    "{} bytes of its views were read where {} were asked for",
+                    "{} bytes of it were read where {} were asked for",
                     bytes.len(),
                     span.end - span.start
                 ),
@@ -231,7 +315,7 @@ impl CheckpointViews {
             .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
         for i in first..=last {
-            let range = &self.blocks[i].1;
+            let range = self.range(i);
             let at = range.start - span.start as usize..range.end - span.start as usize;
             read.entry(i).or_insert_with(|| bytes.slice(at));
         }
@@ -246,20 +330,52 @@ impl CheckpointViews {
         let reader = self.reader.as_ref().expect("unread blocks have a reader");
         match reader.read(span.clone()) {
             Ok(bytes) => self.keep(first, last, span, bytes),
-            Err(e) => self.fail(format!("its views could not be read: {e}"), true),
+            Err(e) => self.fail(format!("it could not be read: {e}"), true),
         }
     }
 
     /// Reads, in one request, every block not read yet.
     async fn read_all(&self) {
-        let Some((first, last, span)) = self.unread(0..self.blocks.len()) else {
+        let Some((first, last, span)) = self.unread(0..self.block_count()) else {
             return;
         };
         let reader = self.reader.as_ref().expect("unread blocks have a reader");
         match reader.read_async(span.clone()).await {
             Ok(bytes) => self.keep(first, last, span, bytes),
-            Err(e) => self.fail(format!("its views could not be read: {e}"), true),
+            Err(e) => self.fail(format!("it could not be read: {e}"), true),
         }
+    }
+
+    /// The bytes of block `i`, read now if they were not.
+    fn bytes_of(&self, i: usize) -> Option<bytes::Bytes> {
+        let range = self.range(i);
+        if range.end <= self.head.len() {
+            return Some(self.head.slice(range));
+        }
+        self.read_blocks(i..i + 1);
+        let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        read.get(&i).cloned()
+    }
+
+    /// Parses `bytes`, block `i`'s, recording why when they do not parse.
+    fn parse<T: serde::de::DeserializeOwned>(&self, i: usize, bytes: &[u8]) -> Option<T> {
+        let parsed = match serde_json::from_slice(bytes) {
+            Ok(parsed) => Some(parsed),
+            Err(e) => {
+                let what = if i < self.blocks.len() {
+                    "views"
+                } else {
+                    "readers"
+                };
+                self.fail(format!("its {what} do not parse: {e}"), false);
+                None
+            }
+        };
+        self.read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&i);
+        parsed
     }
 
     /// Block `i`, read and parsed now if it was not (`None`: it could not
@@ -268,28 +384,10 @@ impl CheckpointViews {
         if let Some(parsed) = self.parsed[i].get() {
             return parsed.as_deref();
         }
-        let range = self.blocks[i].1.clone();
-        let bytes = if range.end <= self.head.len() {
-            self.head.slice(range)
-        } else {
-            self.read_blocks(i..i + 1);
-            let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
-            read.get(&i)?.clone()
-        };
-        let parsed = self.parsed[i]
-            .get_or_init(|| match serde_json::from_slice::<Vec<IndexEntry>>(&bytes) {
-                Ok(entries) => Some(entries),
-                Err(e) => {
-                    self.fail(format!("its views do not parse: {e}"), false);
-                    None
-                }
-            })
-            .as_deref();
-        self.read
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&i);
-        parsed
+        let bytes = self.bytes_of(i)?;
+        self.parsed[i]
+            .get_or_init(|| self.parse(i, &bytes))
+            .as_deref()
     }
 
     /// The block `name` falls in (`None`: before the first block).
@@ -308,6 +406,35 @@ impl CheckpointViews {
             // A format 2 or 3 checkpoint's list is in name order too, but
             // nothing checked that when it was written.
             .or_else(|| block.iter().find(|e| &e.name == name))
+    }
+
+    /// The views reading `source` (`None`: the checkpoint keeps no
+    /// readers, or their block could not be read or parsed); reads one
+    /// block of readers.
+    fn readers_of(&self, source: &QualifiedName) -> Option<Vec<QualifiedName>> {
+        let reader_blocks = self.reader_blocks.as_ref()?;
+        let Some(r) = reader_blocks
+            .partition_point(|(first, _)| first <= source)
+            .checked_sub(1)
+        else {
+            return Some(vec![]);
+        };
+        let i = self.blocks.len() + r;
+        let block = match self.readers_parsed[r].get() {
+            Some(parsed) => parsed.as_deref(),
+            None => {
+                let bytes = self.bytes_of(i)?;
+                self.readers_parsed[r]
+                    .get_or_init(|| self.parse(i, &bytes))
+                    .as_deref()
+            }
+        }?;
+        Some(
+            block
+                .binary_search_by(|e| e.source.cmp(source))
+                .map(|k| block[k].readers.clone())
+                .unwrap_or_default(),
+        )
     }
 
     fn all(&self) -> BTreeMap<QualifiedName, IndexEntry> {
@@ -362,6 +489,31 @@ impl Views {
                 Base::Checkpoint(checkpoint) => checkpoint.get(name),
             },
         }
+    }
+
+    /// The names of the views that read `source`, in order: from a
+    /// checkpoint that keeps readers (format 5), one block of them with
+    /// the changes since on top; otherwise by going through every view.
+    pub fn readers_of(&self, source: &QualifiedName) -> Vec<QualifiedName> {
+        let base = match &self.base {
+            Base::Checkpoint(checkpoint) => checkpoint.readers_of(source),
+            Base::Map(_) => None,
+        };
+        let Some(base) = base else {
+            return self
+                .values()
+                .filter(|v| v.sources.contains(source))
+                .map(|v| v.name.clone())
+                .collect();
+        };
+        let mut readers: BTreeSet<QualifiedName> = base.into_iter().collect();
+        for (name, change) in &self.changes {
+            readers.remove(name);
+            if change.as_ref().is_some_and(|e| e.sources.contains(source)) {
+                readers.insert(name.clone());
+            }
+        }
+        readers.into_iter().collect()
     }
 
     /// Whether a view is named `name`.
@@ -539,7 +691,7 @@ impl Views {
             return None;
         };
         checkpoint
-            .unread(0..checkpoint.blocks.len())
+            .unread(0..checkpoint.block_count())
             .map(|_| checkpoint.version)
     }
 
@@ -557,7 +709,10 @@ impl Views {
         let Base::Checkpoint(checkpoint) = &self.base else {
             return None;
         };
-        let total = checkpoint.blocks.last().map_or(0, |b| b.1.end as u64);
+        let total = match checkpoint.block_count() {
+            0 => 0,
+            n => checkpoint.range(n - 1).end as u64,
+        };
         Some((checkpoint.bytes_read.load(Ordering::Relaxed), total))
     }
 
@@ -682,6 +837,42 @@ pub fn checkpoint_blocks<'a>(
         let line = serde_json::to_vec(chunk)?;
         blocks.push(CheckpointBlock {
             first: chunk[0].name.clone(),
+            bytes: line.len() as u64,
+        });
+        body.extend(line);
+    }
+    Ok((body, blocks))
+}
+
+/// The lines of a checkpoint after its views' (format 5): which views read
+/// each relation that some view of `views` reads, in the relation's name
+/// order, [`CHECKPOINT_BLOCK_VIEWS`] relations per line; with each line's
+/// header entry.
+pub fn checkpoint_readers<'a>(
+    views: impl Iterator<Item = &'a IndexEntry>,
+) -> serde_json::Result<(Vec<u8>, Vec<CheckpointBlock>)> {
+    let mut by_source: BTreeMap<&QualifiedName, BTreeSet<&QualifiedName>> = BTreeMap::new();
+    for view in views {
+        for source in &view.sources {
+            by_source.entry(source).or_default().insert(&view.name);
+        }
+    }
+    let all: Vec<SourceReaders> = by_source
+        .into_iter()
+        .map(|(source, readers)| SourceReaders {
+            source: source.clone(),
+            readers: readers.into_iter().cloned().collect(),
+        })
+        .collect();
+    let mut body = vec![];
+    let mut blocks = vec![];
+    for chunk in all.chunks(CHECKPOINT_BLOCK_VIEWS) {
+        if !body.is_empty() {
+            body.push(b'\n');
+        }
+        let line = serde_json::to_vec(chunk)?;
+        blocks.push(CheckpointBlock {
+            first: chunk[0].source.clone(),
             bytes: line.len() as u64,
         });
         body.extend(line);
@@ -860,11 +1051,12 @@ mod tests {
             path: "cp".into(),
             version: 64,
             head: views.slice(..head),
-            views_bytes: views.len() as u64,
+            bytes: views.len() as u64,
             reader: Some(Arc::clone(&reader) as Arc<dyn BlockReader>),
             schemas: vec![],
         };
-        let views = Views::from_checkpoint(CheckpointViews::new(read, Some(&blocks)).unwrap());
+        let views =
+            Views::from_checkpoint(CheckpointViews::new(read, Some(&blocks), None).unwrap());
         (views, reader)
     }
 
@@ -902,6 +1094,68 @@ mod tests {
         let (path, reason) = views.failure().unwrap();
         assert_eq!(path, "cp");
         assert!(reason.contains("could not be read: gone"), "{reason}");
+    }
+
+    /// A format 5 checkpoint of `entries`: their blocks, then their
+    /// readers'.
+    fn with_readers(entries: &[IndexEntry]) -> Views {
+        let (mut body, blocks) = checkpoint_blocks(entries.iter()).unwrap();
+        let (readers, reader_blocks) = checkpoint_readers(entries.iter()).unwrap();
+        body.push(b'\n');
+        body.extend(readers);
+        let read = CheckpointRead {
+            path: "cp".into(),
+            version: 64,
+            bytes: body.len() as u64,
+            head: body.into(),
+            reader: None,
+            schemas: vec![],
+        };
+        Views::from_checkpoint(
+            CheckpointViews::new(read, Some(&blocks), Some(&reader_blocks)).unwrap(),
+        )
+    }
+
+    #[test]
+    fn readers_come_from_their_block_with_the_changes_on_top() {
+        // Every tenth view reads the view before it; v0999 reads t.
+        let t = QualifiedName::new("datafusion", "public", "t");
+        let mut entries = thousand_views();
+        for i in (10..1000).step_by(10) {
+            entries[i].sources = vec![entries[i - 1].name.clone()];
+        }
+        entries[999].sources = vec![t.clone()];
+        let mut views = with_readers(&entries);
+        assert_eq!(
+            views.readers_of(&entries[9].name),
+            vec![entries[10].name.clone()]
+        );
+        assert_eq!(views.readers_of(&t), vec![entries[999].name.clone()]);
+        assert_eq!(views.readers_of(&entries[10].name), vec![]);
+        assert_eq!(parsed_blocks(&views), 0, "no block of views parsed");
+        // v0010 dropped, v0500 now reads t, a new view reads v0009.
+        views.remove(&entries[10].name);
+        let mut changed = entries[500].clone();
+        changed.sources = vec![t.clone()];
+        views.insert(changed.name.clone(), changed.clone());
+        let mut new = entry("public", "w");
+        new.sources = vec![entries[9].name.clone()];
+        views.insert(new.name.clone(), new.clone());
+        assert_eq!(views.readers_of(&entries[9].name), vec![new.name.clone()]);
+        assert_eq!(
+            views.readers_of(&t),
+            vec![changed.name.clone(), entries[999].name.clone()]
+        );
+        assert_eq!(views.readers_of(&entries[499].name), vec![]);
+        // The same as going through every view.
+        let plain: Views = views.iter().map(|(n, e)| (n.clone(), e.clone())).collect();
+        for source in [&t, &entries[9].name, &entries[499].name, &entries[989].name] {
+            assert_eq!(
+                views.readers_of(source),
+                plain.readers_of(source),
+                "{source}"
+            );
+        }
     }
 
     #[test]
