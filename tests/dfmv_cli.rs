@@ -1792,8 +1792,9 @@ fn migrate_moves_a_catalog_of_the_previous_build_once() {
     assert_eq!(
         run.stdout,
         format!(
-            "catalog {} moved to format 4 at version 10\n",
-            catalog.display()
+            "catalog {} moved to format {} at version 10\n",
+            catalog.display(),
+            datafusion_matview::spec::MANIFEST_FORMAT
         )
     );
     let run = dir.dfmv(&["migrate"]);

@@ -34,6 +34,9 @@ pub(super) struct StoreBlocks {
     local: bool,
     /// Where the views start in the checkpoint.
     offset: u64,
+    /// The checkpoint's entity tag when its header was read: a later read
+    /// of another object at that path fails rather than misread it.
+    e_tag: Option<String>,
 }
 
 impl StoreBlocks {
@@ -48,26 +51,40 @@ impl StoreBlocks {
             path: path.clone(),
             local,
             offset: 0,
+            e_tag: None,
         })
     }
 
-    fn starting_at(self, offset: u64) -> Self {
-        Self { offset, ..self }
+    /// The reader of the views starting at `offset` of the checkpoint
+    /// whose header was read as `e_tag`.
+    fn starting_at(self, offset: u64, e_tag: Option<String>) -> Self {
+        Self {
+            offset,
+            e_tag,
+            ..self
+        }
     }
 
     async fn get(&self, range: std::ops::Range<u64>) -> std::result::Result<bytes::Bytes, String> {
-        let range = range.start + self.offset..range.end + self.offset;
-        self.store
-            .get_range(&self.path, range)
-            .await
-            .map_err(|e| match e {
-                object_store::Error::NotFound { .. } => {
-                    "the checkpoint was deleted while this process still read it (two newer \
+        let options = object_store::GetOptions {
+            range: Some(object_store::GetRange::Bounded(
+                range.start + self.offset..range.end + self.offset,
+            )),
+            if_match: self.e_tag.clone(),
+            ..Default::default()
+        };
+        let read = match self.store.get_opts(&self.path, options).await {
+            Ok(got) => got.bytes().await,
+            Err(e) => Err(e),
+        };
+        read.map_err(|e| match e {
+            object_store::Error::NotFound { .. } | object_store::Error::Precondition { .. } => {
+                "the checkpoint was deleted while this process still read it (two newer \
                  ones were written meanwhile); run the statement again"
-                        .to_owned()
-                }
-                e => e.to_string(),
-            })
+                    .to_owned()
+            }
+            e => e.to_string(),
+        })
     }
 }
 
@@ -455,10 +472,10 @@ impl Catalog {
                 .then_some(object_store::GetRange::Bounded(0..CHECKPOINT_FIRST_READ)),
             ..Default::default()
         };
-        let (mut bytes, size) = match self.store.get_opts(&path, options).await {
+        let (mut bytes, size, e_tag) = match self.store.get_opts(&path, options).await {
             Ok(got) => {
-                let size = got.meta.size;
-                (got.bytes().await?, size)
+                let (size, e_tag) = (got.meta.size, got.meta.e_tag.clone());
+                (got.bytes().await?, size, e_tag)
             }
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -511,7 +528,7 @@ impl Catalog {
         let blocks = (header.format_version >= 4).then_some(header.blocks.as_slice());
         let readers = (header.format_version >= 5).then_some(header.readers.as_slice());
         let (views, reader) = match (blocks, reader) {
-            (Some(_), Some(reader)) => (views, Some(reader.starting_at(views_offset))),
+            (Some(_), Some(reader)) => (views, Some(reader.starting_at(views_offset, e_tag))),
             (_, reader) if (views.len() as u64) < after_header => {
                 let rest = self
                     .store
@@ -557,7 +574,10 @@ impl Catalog {
     pub(super) fn install(&self, loaded: Arc<Index>, legacy: Option<Arc<Manifest>>) -> Arc<Index> {
         let mut guard = self.index.write().unwrap_or_else(|e| e.into_inner());
         let (new, old) = (loaded.version, guard.version);
-        if new > old || (old == 0 && new == 0) {
+        // The same version read again mends a checkpoint block that could
+        // not be read.
+        let mends = new == old && guard.views.unread_failure() && !loaded.views.unread_failure();
+        if new > old || (old == 0 && new == 0) || mends {
             *guard = loaded;
             *self.legacy.write().unwrap_or_else(|e| e.into_inner()) = legacy;
         }

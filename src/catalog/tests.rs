@@ -1093,3 +1093,21 @@ async fn a_format_4_checkpoint_finds_readers_through_its_views() {
     let err = requirement.check(&index, None, "v1200").unwrap_err();
     assert!(err.to_string().contains("v1201 depends on"), "{err}");
 }
+
+/// A checkpoint written again under a reader (the same path, another
+/// object) is never read at the old header's offsets: the read fails as
+/// unread, and a reload reads the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_replaced_under_a_reader_is_read_again() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let writer = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let entries = index_of_2000_views(&writer, CHECKPOINT_INTERVAL).await;
+    let reader = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let path = writer.checkpoint_path(CHECKPOINT_INTERVAL);
+    let bytes = store.get(&path).await.unwrap().bytes().await.unwrap();
+    store.put(&path, PutPayload::from(bytes)).await.unwrap();
+    assert_eq!(reader.index().view(&entries[1999].name), None);
+    assert!(reader.index().views.unread_failure());
+    let index = reader.reload().await.unwrap();
+    assert_eq!(index.view(&entries[1999].name), Some(&entries[1999]));
+}
