@@ -491,8 +491,13 @@ async fn create_views(c: &Catalog, n: usize) {
         let slot = c.create_view_log(&view).await.unwrap();
         entries.push(index_entry(&view, slot));
     }
+    put_views(c, &entries).await;
+}
+
+/// Commits `entries` to the index in one version.
+async fn put_views(c: &Catalog, entries: &[IndexEntry]) {
     c.commit(|index| {
-        for entry in &entries {
+        for entry in entries {
             index.put_view(entry.clone());
         }
         Ok(())
@@ -926,14 +931,7 @@ async fn index_of_2000_views(c: &Catalog, to: u64) -> Vec<IndexEntry> {
             },
         })
         .collect();
-    c.commit(|index| {
-        for entry in &entries {
-            index.put_view(entry.clone());
-        }
-        Ok(())
-    })
-    .await
-    .unwrap();
+    put_views(c, &entries).await;
     while c.index().version < to {
         c.commit(|_| Ok(())).await.unwrap();
     }

@@ -822,26 +822,36 @@ impl<'a> IntoIterator for &'a Views {
     }
 }
 
+/// `items` (in name order) as lines of [`CHECKPOINT_BLOCK_VIEWS`], each a
+/// JSON list, joined by newlines; with each line's header entry, named by
+/// `first` of its first item.
+fn lines_of<T: Serialize>(
+    items: &[T],
+    first: impl Fn(&T) -> &QualifiedName,
+) -> serde_json::Result<(Vec<u8>, Vec<CheckpointBlock>)> {
+    let mut body = vec![];
+    let mut blocks = vec![];
+    for chunk in items.chunks(CHECKPOINT_BLOCK_VIEWS) {
+        if !body.is_empty() {
+            body.push(b'\n');
+        }
+        let line = serde_json::to_vec(chunk)?;
+        blocks.push(CheckpointBlock {
+            first: first(&chunk[0]).clone(),
+            bytes: line.len() as u64,
+        });
+        body.extend(line);
+    }
+    Ok((body, blocks))
+}
+
 /// The blocks of a checkpoint holding `views` (in name order): each
 /// block's line, and its header entry.
 pub fn checkpoint_blocks<'a>(
     views: impl Iterator<Item = &'a IndexEntry>,
 ) -> serde_json::Result<(Vec<u8>, Vec<CheckpointBlock>)> {
     let views: Vec<&IndexEntry> = views.collect();
-    let mut body = vec![];
-    let mut blocks = vec![];
-    for chunk in views.chunks(CHECKPOINT_BLOCK_VIEWS) {
-        if !body.is_empty() {
-            body.push(b'\n');
-        }
-        let line = serde_json::to_vec(chunk)?;
-        blocks.push(CheckpointBlock {
-            first: chunk[0].name.clone(),
-            bytes: line.len() as u64,
-        });
-        body.extend(line);
-    }
-    Ok((body, blocks))
+    lines_of(&views, |v| &v.name)
 }
 
 /// The lines of a checkpoint after its views' (format 5): which views read
@@ -864,20 +874,7 @@ pub fn checkpoint_readers<'a>(
             readers: readers.into_iter().cloned().collect(),
         })
         .collect();
-    let mut body = vec![];
-    let mut blocks = vec![];
-    for chunk in all.chunks(CHECKPOINT_BLOCK_VIEWS) {
-        if !body.is_empty() {
-            body.push(b'\n');
-        }
-        let line = serde_json::to_vec(chunk)?;
-        blocks.push(CheckpointBlock {
-            first: chunk[0].source.clone(),
-            bytes: line.len() as u64,
-        });
-        body.extend(line);
-    }
-    Ok((body, blocks))
+    lines_of(&all, |r| &r.source)
 }
 
 #[cfg(test)]
