@@ -43,7 +43,7 @@ impl StoreBlocks {
     /// A reader of `path` in `catalog`'s store, when one can wait (see
     /// above).
     fn new(catalog: &Catalog, path: &Path) -> Option<Self> {
-        let local = catalog.store_url.as_str().starts_with("file://");
+        let local = catalog.is_local();
         let threaded = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         (local || threaded).then(|| Self {
@@ -383,10 +383,16 @@ impl Catalog {
             .await
     }
 
+    /// Whether the catalog is in a local folder (`file://`), where a read
+    /// waits for no network and needs no runtime.
+    fn is_local(&self) -> bool {
+        self.store_url.as_str().starts_with("file://")
+    }
+
     /// How many index versions are read at once: see
     /// [`MOST_READS_AT_ONCE`] and [`MOST_LOCAL_READS_AT_ONCE`].
     fn reads_at_once(&self) -> usize {
-        if self.store_url.as_str().starts_with("file://") {
+        if self.is_local() {
             MOST_LOCAL_READS_AT_ONCE
         } else {
             MOST_READS_AT_ONCE
@@ -529,12 +535,11 @@ impl Catalog {
         let readers = (header.format_version >= 5).then_some(header.readers.as_slice());
         let (views, reader) = match (blocks, reader) {
             (Some(_), Some(reader)) => (views, Some(reader.starting_at(views_offset, e_tag))),
-            (_, reader) if (views.len() as u64) < after_header => {
+            _ if (views.len() as u64) < after_header => {
                 let rest = self
                     .store
                     .get_range(&path, views_offset + views.len() as u64..size)
                     .await?;
-                drop(reader);
                 ([views, rest].concat().into(), None)
             }
             (_, _) => (views, None),

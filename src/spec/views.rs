@@ -121,8 +121,8 @@ pub struct CheckpointRead {
 }
 
 /// Where the lines of `blocks` lie from byte `start` on, each after a
-/// newline but the first; checks they are in name order and end by
-/// `total`, and the newlines `head` holds.
+/// newline (but a line at byte 0); checks they are in name order and end
+/// by `total`, and the newlines `head` holds.
 fn lay_out(
     what: &str,
     blocks: &[CheckpointBlock],
@@ -132,7 +132,7 @@ fn lay_out(
 ) -> std::result::Result<Vec<(QualifiedName, Range<usize>)>, String> {
     let mut ranges = Vec::with_capacity(blocks.len());
     for (i, block) in blocks.iter().enumerate() {
-        if i > 0 {
+        if start > 0 {
             // Checked where read with the header; elsewhere a block that
             // does not start a line does not parse.
             if start < head.len() && head[start] != b'\n' {
@@ -186,21 +186,9 @@ impl CheckpointViews {
                 .collect(),
         };
         let views_end = ranges.last().map_or(0, |(_, r)| r.end);
+        // After the views' last line and a newline.
         let reader_blocks = match readers {
-            Some(readers) if !readers.is_empty() => {
-                // After the views' last line and its newline.
-                if views_end < read.head.len() && read.head[views_end] != b'\n' {
-                    return Err("its readers do not start a line".into());
-                }
-                Some(lay_out(
-                    "readers",
-                    readers,
-                    views_end + 1,
-                    total,
-                    &read.head,
-                )?)
-            }
-            Some(_) => Some(vec![]),
+            Some(readers) => Some(lay_out("readers", readers, views_end, total, &read.head)?),
             None => None,
         };
         let end = match reader_blocks.as_ref().and_then(|r| r.last()) {
@@ -324,23 +312,31 @@ impl CheckpointViews {
     /// Reads, in one request and waiting for it, the blocks of `blocks`
     /// not read yet.
     fn read_blocks(&self, blocks: Range<usize>) {
-        let Some((first, last, span)) = self.unread(blocks) else {
-            return;
-        };
-        let reader = self.reader.as_ref().expect("unread blocks have a reader");
-        match reader.read(span.clone()) {
-            Ok(bytes) => self.keep(first, last, span, bytes),
-            Err(e) => self.fail(format!("it could not be read: {e}"), true),
+        if let Some((first, last, span)) = self.unread(blocks) {
+            let reader = self.reader.as_ref().expect("unread blocks have a reader");
+            self.took(first, last, span.clone(), reader.read(span));
         }
     }
 
     /// Reads, in one request, every block not read yet.
     async fn read_all(&self) {
-        let Some((first, last, span)) = self.unread(0..self.block_count()) else {
-            return;
-        };
-        let reader = self.reader.as_ref().expect("unread blocks have a reader");
-        match reader.read_async(span.clone()).await {
+        if let Some((first, last, span)) = self.unread(0..self.block_count()) {
+            let reader = self.reader.as_ref().expect("unread blocks have a reader");
+            let read = reader.read_async(span.clone()).await;
+            self.took(first, last, span, read);
+        }
+    }
+
+    /// Keeps what a read of `span` for blocks `first..=last` gave, or
+    /// records why it failed.
+    fn took(
+        &self,
+        first: usize,
+        last: usize,
+        span: Range<u64>,
+        read: std::result::Result<bytes::Bytes, String>,
+    ) {
+        match read {
             Ok(bytes) => self.keep(first, last, span, bytes),
             Err(e) => self.fail(format!("it could not be read: {e}"), true),
         }
@@ -378,16 +374,24 @@ impl CheckpointViews {
         parsed
     }
 
-    /// Block `i`, read and parsed now if it was not (`None`: it could not
-    /// be read, or does not parse).
+    /// Block `i` of the views, read and parsed now if it was not (`None`:
+    /// it could not be read, or does not parse).
     fn block(&self, i: usize) -> Option<&[IndexEntry]> {
-        if let Some(parsed) = self.parsed[i].get() {
+        self.parsed_block(&self.parsed[i], i)
+    }
+
+    /// Block `i`, kept in `cell` once parsed: read and parsed now if it
+    /// was not.
+    fn parsed_block<'a, T: serde::de::DeserializeOwned>(
+        &'a self,
+        cell: &'a OnceLock<Option<Vec<T>>>,
+        i: usize,
+    ) -> Option<&'a [T]> {
+        if let Some(parsed) = cell.get() {
             return parsed.as_deref();
         }
         let bytes = self.bytes_of(i)?;
-        self.parsed[i]
-            .get_or_init(|| self.parse(i, &bytes))
-            .as_deref()
+        cell.get_or_init(|| self.parse(i, &bytes)).as_deref()
     }
 
     /// The block `name` falls in (`None`: before the first block).
@@ -419,16 +423,7 @@ impl CheckpointViews {
         else {
             return Some(vec![]);
         };
-        let i = self.blocks.len() + r;
-        let block = match self.readers_parsed[r].get() {
-            Some(parsed) => parsed.as_deref(),
-            None => {
-                let bytes = self.bytes_of(i)?;
-                self.readers_parsed[r]
-                    .get_or_init(|| self.parse(i, &bytes))
-                    .as_deref()
-            }
-        }?;
+        let block = self.parsed_block(&self.readers_parsed[r], self.blocks.len() + r)?;
         Some(
             block
                 .binary_search_by(|e| e.source.cmp(source))
