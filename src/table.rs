@@ -9,7 +9,7 @@
 //! rule hands the predicate to the Parquet scan, which skips whole files on
 //! the manifest's statistics and row groups and pages on the statistics
 //! written at refresh time (as it does for a `ListingTable`;
-//! `tests/catalog.rs` reads the scan's pruning metrics). The session's
+//! `tests/it/catalog.rs` reads the scan's pruning metrics). The session's
 //! Parquet settings (`datafusion.execution.parquet.*`, as `SET` leaves
 //! them) apply to the scan, and to the files a refresh writes.
 

@@ -11,6 +11,7 @@ use datafusion_matview::MatviewSession;
 use datafusion_matview::cluster::{LocalCluster, LocalExecutor};
 use datafusion_matview::testing::InstrumentedStore;
 
+#[path = "it/common.rs"]
 mod common;
 
 async fn rows(s: &MatviewSession, sql: &str) -> Vec<RecordBatch> {

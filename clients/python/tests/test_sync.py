@@ -210,7 +210,7 @@ def test_every_error_class(server):
 
 def test_a_lost_commit_race_is_a_retryable_commit_conflict():
     # The server answers 409 serialization_failure when another writer
-    # committed first (tests/server.rs provokes it with two servers); the
+    # committed first (tests/it/server.rs provokes it with two servers); the
     # client's class for it:
     body = json.dumps({
         "error": 'could not commit to materialized view "v"',

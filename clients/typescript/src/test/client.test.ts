@@ -204,7 +204,7 @@ describe("a dfmv server", () => {
 
 test("a lost commit race is a retryable CommitConflict", () => {
   // The server answers 409 serialization_failure when another writer
-  // committed first (tests/server.rs provokes it with two servers).
+  // committed first (tests/it/server.rs provokes it with two servers).
   const e = errorFromResponse(409, JSON.stringify({
     error: 'could not commit to materialized view "v"', code: 14, condition: "serialization_failure",
     detail: "HINT: Retry.", instance: "/v1/materialized_view/v/refresh", retryable: true,

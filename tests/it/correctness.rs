@@ -14,7 +14,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::scalar::ScalarValue;
 use datafusion_matview::{MatviewOptions, MatviewSession};
 
-mod common;
+use crate::common;
 use common::sorted_text;
 
 /// A session that remembers external tables and plain views, as dfmv's.
@@ -1258,7 +1258,7 @@ async fn a_file_removed_under_a_folder_named_by_path_is_not_looked_for() {
 /// Issue 37's measurement (not part of the default run): the cost of
 /// listing a 1,000-file table for each statement, against DataFusion's
 /// listing kept for the session, on a local folder and on the S3 test
-/// server. Run with `cargo test --test correctness listing_cost -- --ignored
+/// server. Run with `cargo test --test it correctness::listing_cost -- --ignored
 /// --nocapture` (with DFMV_TEST_S3_ENDPOINT for the S3 half).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]

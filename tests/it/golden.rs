@@ -14,7 +14,7 @@
 //! a newer build's file: refused by name, never half read. Every object
 //! of formats 2 to 4 (index version, checkpoint, view version, snapshot
 //! marker) is pinned too, from `tests/data/format2-catalog` (also read
-//! whole by `tests/migration.rs`), `tests/data/format3-objects` and
+//! whole by `tests/it/migration.rs`), `tests/data/format3-objects` and
 //! `tests/data/format4-objects` (a checkpoint of 100 views in two blocks)
 //! and `tests/data/format5-objects` (a checkpoint with its readers).
 
@@ -23,8 +23,8 @@ use datafusion_matview::Error;
 use datafusion_matview::catalog::parse_manifest;
 use datafusion_matview::spec::{Fingerprint, Manifest, QualifiedName, RelationKind};
 
-const FORMAT1: &str = include_str!("data/manifest-format1.json");
-const FORMAT6: &str = include_str!("data/manifest-format6.json");
+const FORMAT1: &str = include_str!("../data/manifest-format1.json");
+const FORMAT6: &str = include_str!("../data/manifest-format6.json");
 
 fn read() -> Manifest {
     parse_manifest("tests/data/manifest-format1.json", FORMAT1.as_bytes(), 11).unwrap()

@@ -10,7 +10,7 @@
 //! the query fails or no longer gives the view's columns, name the view,
 //! and leave its data as it was.
 //!
-//! `cargo test --test incremental` runs 60 sequences of 8 steps; the long
+//! `cargo test --test it incremental::` runs 60 sequences of 8 steps; the long
 //! version: `DFMV_DIFF_SEQUENCES=10000 cargo test --release --test incremental -- --nocapture`.
 //! A failure prints the seed; `DFMV_DIFF_SEED=<seed>` replays that sequence.
 

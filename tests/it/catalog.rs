@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::common;
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::{SessionConfig, SessionContext};
 use datafusion_matview::{Error, MatviewOptions, MatviewSession, RefreshMode};
 use futures::TryStreamExt;
-mod common;
 
 use object_store::memory::InMemory;
 use object_store::path::Path;

@@ -16,7 +16,7 @@ use datafusion::arrow::util::display::array_value_to_string;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 
-mod common;
+use crate::common;
 
 const FIXTURE: &str = "tests/data/format1-catalog";
 
@@ -145,7 +145,7 @@ async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
     )
     .unwrap();
     // Builds before format 2 read `format_version` first and refuse
-    // anything above 1 by name (tests/golden.rs pins that message).
+    // anything above 1 by name (tests/it/golden.rs pins that message).
     assert_eq!(
         latest["format_version"],
         datafusion_matview::spec::MANIFEST_FORMAT

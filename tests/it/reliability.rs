@@ -10,7 +10,7 @@
 //! After every fault the catalog must open and every view must hold either
 //! its complete old data or its complete new data.
 //!
-//! `cargo test --test reliability` runs the short version (every
+//! `cargo test --test it reliability::` runs the short version (every
 //! deterministic kill point, a few random kills). The long version:
 //! `DFMV_CRASH_TRIALS=500 cargo test --release --test reliability -- --ignored --nocapture`.
 
@@ -21,12 +21,12 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::common;
+use common::files_under;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
-mod common;
-use common::files_under;
 
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 use futures::TryStreamExt;
@@ -188,7 +188,7 @@ fn spawn_child(vars: &[(&str, String)]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
-        "child",
+        "reliability::child",
         "--ignored",
         "--nocapture",
         "--test-threads=1",

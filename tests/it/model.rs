@@ -13,7 +13,7 @@
 //! now.
 //!
 //! Short run (part of `cargo test`): 3 sequences of 12 steps. Long run:
-//! `DFMV_MODEL_SEQUENCES=2000 DFMV_MODEL_STEPS=10 cargo test --test model -- --nocapture`;
+//! `DFMV_MODEL_SEQUENCES=2000 DFMV_MODEL_STEPS=10 cargo test --test it model:: -- --nocapture`;
 //! `DFMV_MODEL_SEED` replays one sequence (`DFMV_MODEL_TRACE=1` prints
 //! its steps as they run).
 
@@ -28,7 +28,7 @@ use datafusion_matview::MatviewSession;
 use futures::TryStreamExt;
 use tonic::transport::Channel;
 
-mod common;
+use crate::common;
 use common::{http, sorted_text};
 
 const BIN: &str = env!("CARGO_BIN_EXE_dfmv");

@@ -1,10 +1,10 @@
 //! DataFusion 55.2's own sqllogictest suite through `dfmv-slt`.
 //!
 //! ```text
-//! cargo test --test upstream_slt                          # a quarter of the files (~1 min)
-//! DFMV_UPSTREAM_SLT=all cargo test --test upstream_slt    # all 504 (~5 min in a debug build)
+//! cargo test --test it upstream_slt::                          # a quarter of the files (~1 min)
+//! DFMV_UPSTREAM_SLT=all cargo test --test it upstream_slt::    # all 504 (~5 min in a debug build)
 //! DFMV_UPSTREAM_SLT_DIR=/path/to/datafusion/datafusion/sqllogictest \
-//!     DFMV_UPSTREAM_SLT=all cargo test --test upstream_slt  # a checkout, with its test data
+//!     DFMV_UPSTREAM_SLT=all cargo test --test it upstream_slt::  # a checkout, with its test data
 //! ```
 //!
 //! The files are the `test_files/` of the `datafusion-sqllogictest` 55.2.0

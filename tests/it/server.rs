@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
-mod common;
+use crate::common;
 
 /// A server over a catalog in a temporary folder, with `orders` (CSV files
 /// under `src/`) registered and remembered.
@@ -1056,8 +1056,8 @@ enum Owned {
 /// be lost (each DONE refresh of the shared view has its own version, and
 /// the view's version counts them all); every view a client owns is where
 /// its last acknowledged statement left it; the catalog opens clean after.
-/// Prints requests per second and latencies (the README's numbers come
-/// from `cargo test --test server load -- --nocapture`).
+/// Prints requests per second and latencies (the numbers in docs/server.md come
+/// from `cargo test --test it server::load -- --nocapture`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_8_clients_200_requests_two_servers_one_catalog() {
     const CLIENTS: usize = 8;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::http;
 
 const BIN: &str = env!("CARGO_BIN_EXE_dfmv");
@@ -1929,7 +1929,7 @@ fn serve_answers_rest_over_the_remembered_catalog_and_stops_on_sigterm() {
         "{error}"
     );
 
-    // Started as the README shows, it answers no web page: a foreign
+    // Started as docs/server.md shows, it answers no web page: a foreign
     // Origin, a rebound Host name, a body a form can send; and it reads
     // no file it was not given.
     let copy = format!(
