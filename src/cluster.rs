@@ -28,7 +28,7 @@
 //! lists and checks the files the executors wrote (row counts against the
 //! `COPY`'s count), writes the snapshot marker and commits. No custom
 //! scheduler or executor is needed. Executors need to reach the catalog's
-//! store (a shared folder, or S3 with `s3.*` settings, see the README).
+//! store (a shared folder, or S3 with `s3.*` settings, see docs/cluster.md).
 //!
 //! Two things Ballista's serialization drops, and what follows: `COPY`'s
 //! options (so each refresh part is written to a path ending in

@@ -1,5 +1,6 @@
-"""The README's Python quickstart, run as written (with the test server's
-address and token), so the README cannot drift from what works."""
+"""The Python quickstart of docs/clients.md, run as written (with the test
+server's address and token), so the documentation cannot drift from what
+works."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ print(job.wait().mode)                            # full
 '''
 
 
-def test_the_readme_quickstart_runs_and_prints_what_it_says(server):
-    readme = (pathlib.Path(__file__).resolve().parents[3] / "README.md").read_text()
-    assert "```python\n" + QUICKSTART + "```" in readme
+def test_the_documented_quickstart_runs_and_prints_what_it_says(server):
+    page = (pathlib.Path(__file__).resolve().parents[3] / "docs" / "clients.md").read_text()
+    assert "```python\n" + QUICKSTART + "```" in page
     before, after = QUICKSTART.split("# ... a new file lands in the folder of orders ...\n")
     before = before.replace('dfmv.connect("http://127.0.0.1:2333")',
                             f'dfmv.connect("{server.url}", token="{server.token}")')

@@ -1,8 +1,8 @@
-// The README's TypeScript quickstart: the code between the markers below is
-// what the README shows (with the import from the package, the address
-// http://127.0.0.1:2333 instead of the test server's, and a comment where
-// the test adds a file), so the README cannot drift from what compiles and
-// runs.
+// The TypeScript quickstart of docs/clients.md: the code between the
+// markers below is what that page shows (with the import from the package,
+// the address http://127.0.0.1:2333 instead of the test server's, and a
+// comment where the test adds a file), so the documentation cannot drift
+// from what compiles and runs.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -12,7 +12,7 @@ import { test } from "node:test";
 import { connect } from "../index.js";
 import { ROOT, TOKEN, TestServer } from "./server.js";
 
-test("the README quickstart runs and prints what it says", async () => {
+test("the documented quickstart runs and prints what it says", async () => {
   const server = await TestServer.start();
   const printed: string[] = [];
   const log = console.log;
@@ -44,6 +44,6 @@ test("the README quickstart runs and prints what it says", async () => {
     .join("\n")
     .replace("connect(server.url, { token: TOKEN })", 'connect("http://127.0.0.1:2333")')
     .replace(/server\.append\(.*\);/, "// ... a new file lands in the folder of orders ...");
-  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
-  assert.ok(readme.includes("```ts\n" + shown + "```"), `README.md lacks the quickstart:\n${shown}`);
+  const page = readFileSync(join(ROOT, "docs", "clients.md"), "utf8");
+  assert.ok(page.includes("```ts\n" + shown + "```"), `docs/clients.md lacks the quickstart:\n${shown}`);
 });
