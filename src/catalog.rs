@@ -66,8 +66,9 @@ mod recover;
 mod versions;
 mod views;
 
-pub use commit::Requirement;
 pub(crate) use commit::create_only;
+pub use commit::{CommitFailure, Requirement};
+pub(crate) use commit::{IndexCommit, IndexUpdate, ViewCommit};
 pub use index::index_entry;
 pub use lease::DEFAULT_LEASE_TTL;
 pub(crate) use lease::Lease;

@@ -394,17 +394,194 @@ pub enum Error {
     ObjectStore(#[from] object_store::Error),
 }
 
-impl Error {
-    /// Whether this error, returned by [`crate::Catalog::commit`], proves
-    /// that the commit did not land: a precondition failed, or every
-    /// attempt lost its race to another writer. Only then may the caller
-    /// delete the files it wrote for the commit; after any other failure
-    /// the outcome may be unknown, and they are left to the orphan sweep.
-    pub fn commit_rejected(&self) -> bool {
+/// What kind of error an [`Error`] is, as PostgreSQL names its conditions
+/// (SQLSTATE classes and condition names, Appendix A of its manual). Every
+/// front door (the server's REST answers and Flight SQL statuses, `dfmv`,
+/// the clients) reads the kind from here, never from a message's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// `42P01`: no relation (materialized view, table, view) of that name.
+    UndefinedTable,
+    /// `3F000`: no schema of that name.
+    InvalidSchemaName,
+    /// `42P07`: a relation of that name exists.
+    DuplicateTable,
+    /// `40001`: another writer committed first; running again may succeed.
+    SerializationFailure,
+    /// `08007`: a commit's outcome is unknown (its conditional put failed
+    /// and reading back could not tell whether it landed).
+    TransactionResolutionUnknown,
+    /// `55000`: the object is not in the state the statement needs (not
+    /// populated, redefined meanwhile).
+    ObjectNotInPrerequisiteState,
+    /// `2BP01`: other objects depend on the one to drop.
+    DependentObjectsStillExist,
+    /// `42809`: the statement names an object of another kind.
+    WrongObjectType,
+    /// `42000`: the definition breaks a naming or column rule.
+    SyntaxErrorOrAccessRuleViolation,
+    /// `42601`: the statement does not parse.
+    SyntaxError,
+    /// `42704`: the query names something that does not exist.
+    UndefinedObject,
+    /// `0A000`: parsed, but not supported.
+    FeatureNotSupported,
+    /// `22023`: a parameter or setting has a value that cannot be used.
+    InvalidParameterValue,
+    /// `22000`: data read does not fit what the table says it is.
+    DataException,
+    /// `57014`: the statement ran past its time limit.
+    QueryCanceled,
+    /// `54000`: the result is larger than a limit.
+    ProgramLimitExceeded,
+    /// `42501`: the statement needs a right it does not have.
+    InsufficientPrivilege,
+    /// `25006`: a write into something read-only.
+    ReadOnlySqlTransaction,
+    /// `53200`: memory ran out.
+    OutOfMemory,
+    /// `58030`: reading or writing storage failed.
+    IoError,
+    /// `XX000`: anything else.
+    InternalError,
+}
+
+impl ErrorCode {
+    /// Every code, in declaration order (the server's OpenAPI document
+    /// lists them).
+    pub const ALL: [ErrorCode; 21] = [
+        ErrorCode::UndefinedTable,
+        ErrorCode::InvalidSchemaName,
+        ErrorCode::DuplicateTable,
+        ErrorCode::SerializationFailure,
+        ErrorCode::TransactionResolutionUnknown,
+        ErrorCode::ObjectNotInPrerequisiteState,
+        ErrorCode::DependentObjectsStillExist,
+        ErrorCode::WrongObjectType,
+        ErrorCode::SyntaxErrorOrAccessRuleViolation,
+        ErrorCode::SyntaxError,
+        ErrorCode::UndefinedObject,
+        ErrorCode::FeatureNotSupported,
+        ErrorCode::InvalidParameterValue,
+        ErrorCode::DataException,
+        ErrorCode::QueryCanceled,
+        ErrorCode::ProgramLimitExceeded,
+        ErrorCode::InsufficientPrivilege,
+        ErrorCode::ReadOnlySqlTransaction,
+        ErrorCode::OutOfMemory,
+        ErrorCode::IoError,
+        ErrorCode::InternalError,
+    ];
+
+    /// PostgreSQL's condition name: `undefined_table`.
+    pub fn name(self) -> &'static str {
+        self.parts().0
+    }
+
+    /// PostgreSQL's five-character SQLSTATE: `42P01`.
+    pub fn sqlstate(self) -> &'static str {
+        self.parts().1
+    }
+
+    fn parts(self) -> (&'static str, &'static str) {
+        use ErrorCode as C;
         match self {
-            Error::RefreshFailed { source, .. } => source.commit_rejected(),
-            Error::ObjectStore(_) | Error::CommitOutcomeUnknown { .. } => false,
-            _ => true,
+            C::UndefinedTable => ("undefined_table", "42P01"),
+            C::InvalidSchemaName => ("invalid_schema_name", "3F000"),
+            C::DuplicateTable => ("duplicate_table", "42P07"),
+            C::SerializationFailure => ("serialization_failure", "40001"),
+            C::TransactionResolutionUnknown => ("transaction_resolution_unknown", "08007"),
+            C::ObjectNotInPrerequisiteState => ("object_not_in_prerequisite_state", "55000"),
+            C::DependentObjectsStillExist => ("dependent_objects_still_exist", "2BP01"),
+            C::WrongObjectType => ("wrong_object_type", "42809"),
+            C::SyntaxErrorOrAccessRuleViolation => {
+                ("syntax_error_or_access_rule_violation", "42000")
+            }
+            C::SyntaxError => ("syntax_error", "42601"),
+            C::UndefinedObject => ("undefined_object", "42704"),
+            C::FeatureNotSupported => ("feature_not_supported", "0A000"),
+            C::InvalidParameterValue => ("invalid_parameter_value", "22023"),
+            C::DataException => ("data_exception", "22000"),
+            C::QueryCanceled => ("query_canceled", "57014"),
+            C::ProgramLimitExceeded => ("program_limit_exceeded", "54000"),
+            C::InsufficientPrivilege => ("insufficient_privilege", "42501"),
+            C::ReadOnlySqlTransaction => ("read_only_sql_transaction", "25006"),
+            C::OutOfMemory => ("out_of_memory", "53200"),
+            C::IoError => ("io_error", "58030"),
+            C::InternalError => ("internal_error", "XX000"),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Error {
+    /// What kind of error this is. Every variant is listed here, so a new
+    /// one must choose its code.
+    pub fn code(&self) -> ErrorCode {
+        use ErrorCode as C;
+        match self {
+            Error::NotFound { .. } | Error::RelationNotFound { .. } => C::UndefinedTable,
+            Error::SchemaNotFound { .. } => C::InvalidSchemaName,
+            Error::AlreadyExists { .. } => C::DuplicateTable,
+            Error::CommitConflict { .. }
+            | Error::TooManyRetries { .. }
+            | Error::WriteLost { .. } => C::SerializationFailure,
+            Error::CommitOutcomeUnknown { .. } => C::TransactionResolutionUnknown,
+            Error::DefinitionChanged { .. } | Error::NotPopulated { .. } => {
+                C::ObjectNotInPrerequisiteState
+            }
+            Error::DependentObjects { .. } => C::DependentObjectsStillExist,
+            Error::WrongObjectType { .. } => C::WrongObjectType,
+            Error::TooManyColumnNames
+            | Error::DuplicateColumn { .. }
+            | Error::ColumnsInUse { .. }
+            | Error::ZeroLengthIdentifier
+            | Error::InvalidCharacter { .. }
+            | Error::UnsupportedDefinition { .. }
+            | Error::ColumnsMismatch { .. } => C::SyntaxErrorOrAccessRuleViolation,
+            Error::NotSupported(_) => C::FeatureNotSupported,
+            Error::SourceVersionUnavailable { .. } => C::InvalidParameterValue,
+            Error::StatementTimeout { .. } => C::QueryCanceled,
+            Error::ResultTooLarge { .. } => C::ProgramLimitExceeded,
+            Error::PermissionDenied { .. } => C::InsufficientPrivilege,
+            Error::ReadOnly { .. } | Error::ReadOnlyCatalog { .. } => C::ReadOnlySqlTransaction,
+            Error::RefreshFailed { source, .. } => source.code(),
+            Error::MismatchedSourceFile { .. } => C::DataException,
+            Error::ObjectStore(_) => C::IoError,
+            Error::DataFusion(e) => datafusion_code(e),
+            Error::CorruptManifest { .. }
+            | Error::LogGap { .. }
+            | Error::NothingToRecover { .. }
+            | Error::NoCatalogData { .. }
+            | Error::UnsupportedFormat { .. }
+            | Error::InvalidLocation { .. }
+            | Error::IncompleteWrite { .. }
+            | Error::Encoding { .. }
+            | Error::Serve { .. } => C::InternalError,
+        }
+    }
+
+    /// Whether running the same statement again may succeed: another
+    /// writer won a race, the store failed, time or memory ran out, or a
+    /// commit's outcome is unknown (a refresh run again is then a `no_op`
+    /// if it landed).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::RefreshFailed { source, .. } => source.is_retryable(),
+            _ => matches!(
+                self.code(),
+                ErrorCode::SerializationFailure
+                    | ErrorCode::TransactionResolutionUnknown
+                    | ErrorCode::QueryCanceled
+                    | ErrorCode::OutOfMemory
+                    | ErrorCode::IoError
+            ),
         }
     }
 
@@ -433,27 +610,9 @@ impl Error {
         found
     }
 
-    /// This error and its causes, outermost first: through the error a
-    /// transparent variant wraps (whose `source()` skips it) and into an
-    /// I/O error made from another error (which `source()` hides).
+    /// This error and its causes, outermost first (see [`causes_of`]).
     pub(crate) fn causes(&self) -> Vec<&(dyn std::error::Error + 'static)> {
-        let first: &(dyn std::error::Error + 'static) = match self {
-            Error::ObjectStore(e) => e,
-            Error::DataFusion(e) => e,
-            other => other,
-        };
-        let mut chain = vec![];
-        let mut next = Some(first);
-        while let Some(error) = next {
-            chain.push(error);
-            next = error.source().or_else(|| {
-                error
-                    .downcast_ref::<std::io::Error>()
-                    .and_then(|io| io.get_ref())
-                    .map(|inner| inner as &(dyn std::error::Error + 'static))
-            });
-        }
-        chain
+        causes_of(self)
     }
 
     /// Wraps this error for returning from a DataFusion trait method.
@@ -462,6 +621,45 @@ impl Error {
             Error::DataFusion(e) => e,
             other => DataFusionError::External(Box::new(other)),
         }
+    }
+}
+
+/// `error` and its causes, outermost first: through the error a
+/// transparent variant of [`Error`] wraps (whose `source()` skips it) and
+/// into an I/O error made from another error (which `source()` hides).
+pub fn causes_of<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut chain = vec![];
+    let mut next = Some(error);
+    while let Some(error) = next {
+        let error: &(dyn std::error::Error + 'static) = match error.downcast_ref::<Error>() {
+            Some(Error::ObjectStore(e)) => e,
+            Some(Error::DataFusion(e)) => e,
+            _ => error,
+        };
+        chain.push(error);
+        next = error.source().or_else(|| {
+            error
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|inner| inner as &(dyn std::error::Error + 'static))
+        });
+    }
+    chain
+}
+
+/// The code of an error DataFusion returned, by the kind of its root cause.
+fn datafusion_code(e: &DataFusionError) -> ErrorCode {
+    use ErrorCode as C;
+    match e.find_root() {
+        DataFusionError::SQL(..) => C::SyntaxError,
+        DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => C::UndefinedObject,
+        DataFusionError::NotImplemented(_) => C::FeatureNotSupported,
+        DataFusionError::Configuration(_) => C::InvalidParameterValue,
+        DataFusionError::ResourcesExhausted(_) => C::OutOfMemory,
+        DataFusionError::ObjectStore(_) => C::IoError,
+        _ => C::InternalError,
     }
 }
 
@@ -563,5 +761,86 @@ mod tests {
             e.to_string(),
             "\"m\" is not a table\nHINT: Use DROP MATERIALIZED VIEW to remove a materialized view."
         );
+    }
+
+    #[test]
+    fn codes_have_distinct_postgres_names_and_sqlstates() {
+        let names: std::collections::BTreeSet<_> =
+            ErrorCode::ALL.iter().map(|c| c.name()).collect();
+        let states: std::collections::BTreeSet<_> =
+            ErrorCode::ALL.iter().map(|c| c.sqlstate()).collect();
+        assert_eq!(names.len(), ErrorCode::ALL.len());
+        assert_eq!(states.len(), ErrorCode::ALL.len());
+        for code in ErrorCode::ALL {
+            let state = code.sqlstate();
+            assert_eq!(state.len(), 5, "{code}");
+            assert!(
+                state
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+            );
+            assert_eq!(code.to_string(), code.name());
+        }
+    }
+
+    #[test]
+    fn a_code_and_retryability_come_from_the_error_not_its_text() {
+        let not_found = Error::NotFound { name: "v".into() };
+        assert_eq!(not_found.code(), ErrorCode::UndefinedTable);
+        assert!(!not_found.is_retryable());
+        let conflict = Error::CommitConflict {
+            name: "v".into(),
+            reason: "refreshed".into(),
+        };
+        assert_eq!(conflict.code(), ErrorCode::SerializationFailure);
+        assert!(conflict.is_retryable());
+        // A refresh that failed has the code of what failed.
+        let failed = Error::RefreshFailed {
+            name: "v".into(),
+            source: Box::new(conflict),
+        };
+        assert_eq!(failed.code(), ErrorCode::SerializationFailure);
+        assert!(failed.is_retryable());
+        // DataFusion's errors by the kind of their root cause, through
+        // context, whatever the message says.
+        let plan = Error::DataFusion(DataFusionError::Context(
+            "serialization failure while planning".into(),
+            Box::new(DataFusionError::Plan("table 'x' not found".into())),
+        ));
+        assert_eq!(plan.code(), ErrorCode::UndefinedObject);
+        assert!(!plan.is_retryable());
+        let memory = Error::DataFusion(DataFusionError::ResourcesExhausted("pool".into()));
+        assert_eq!(memory.code(), ErrorCode::OutOfMemory);
+        assert!(memory.is_retryable());
+        let unknown = Error::CommitOutcomeUnknown {
+            catalog: "memory:///".into(),
+            version: 3,
+            source: Box::new(Error::NotSupported("timeout".into())),
+        };
+        assert_eq!(unknown.code(), ErrorCode::TransactionResolutionUnknown);
+        assert!(unknown.is_retryable());
+    }
+
+    #[test]
+    fn causes_go_through_transparent_variants_and_datafusion() {
+        use datafusion::arrow::error::ArrowError;
+        let cast = Error::from(DataFusionError::Context(
+            "reading".into(),
+            Box::new(DataFusionError::Shared(std::sync::Arc::new(
+                DataFusionError::ArrowError(Box::new(ArrowError::CastError("x".into())), None),
+            ))),
+        ));
+        let found = causes_of(&cast).into_iter().any(|e| {
+            matches!(
+                e.downcast_ref::<ArrowError>(),
+                Some(ArrowError::CastError(_))
+            )
+        });
+        assert!(found);
+        let store = Error::ObjectStore(object_store::Error::NotFound {
+            path: "a".into(),
+            source: "gone".into(),
+        });
+        assert!(causes_of(&store)[0].is::<object_store::Error>());
     }
 }

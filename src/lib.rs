@@ -52,8 +52,8 @@ pub mod table;
 pub mod testing;
 
 pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorCode, Result};
 pub use session::{
-    CreateAction, CreateOutcome, MatviewOptions, MatviewSession, ProgressListener, RefreshMode,
-    RefreshOutcome, ViewDescription,
+    CreateAction, CreateOptions, CreateOutcome, DropOptions, MatviewOptions, MatviewSession,
+    ProgressListener, RefreshMode, RefreshOptions, RefreshOutcome, ViewDescription,
 };

@@ -249,18 +249,14 @@ impl MatviewSchemaProvider {
         }
         let kept = self
             .catalog
-            .commit(|index| {
-                match index.relations.iter_mut().find(|r| r.name == relation.name) {
-                    Some(entry) if entry == relation => {
-                        entry.resolved = Some(resolved.clone());
-                        Ok(())
-                    }
-                    // Changed or dropped since: nothing to keep.
-                    _ => Err(crate::Error::NotSupported(
-                        "the remembered table changed".into(),
-                    )),
-                }
-            })
+            .commit(
+                &crate::catalog::IndexCommit::new(self.display(&relation.name)).update(
+                    crate::catalog::IndexUpdate::KeepResolved {
+                        relation: relation.clone(),
+                        resolved: resolved.clone(),
+                    },
+                ),
+            )
             .await;
         if let Err(e) = kept {
             log::debug!(

@@ -39,7 +39,7 @@ pub mod jobs;
 mod openapi;
 pub mod rest;
 
-pub use errors::ApiError;
+pub use errors::{ApiError, Condition};
 use jobs::Jobs;
 
 /// How a [`Server`] listens and how much work it takes on.

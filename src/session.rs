@@ -28,8 +28,8 @@ use object_store::memory::InMemory;
 use object_store::path::Path;
 
 use crate::catalog::{
-    Catalog, CleanupReport, DEFAULT_LEASE_TTL, DEFAULT_RETENTION, RecoveryReport, Requirement,
-    Sweep,
+    Catalog, CleanupReport, DEFAULT_LEASE_TTL, DEFAULT_RETENTION, IndexCommit, IndexUpdate,
+    RecoveryReport, Requirement, Sweep, ViewCommit,
 };
 use crate::error::{Error, Result};
 use crate::freshness::{Diff, Fingerprinter, Freshness};
@@ -46,10 +46,12 @@ use crate::sql::{
     parse_sql_with_text, without_secret_options,
 };
 use crate::table::{MaterializedViewTable, UnreadableFile};
+pub use api::{CreateOptions, DropOptions, RefreshOptions};
 pub use describe::{ColumnDescription, ViewDescription};
-pub use diagnose::{MismatchedFile, is_cast_error};
+pub use diagnose::{MismatchedFile, is_cast_error, is_file_read_error};
 
 // One module per statement; each adds methods to `MatviewSession`.
+mod api;
 mod create;
 mod describe;
 mod diagnose;

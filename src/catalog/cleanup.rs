@@ -205,7 +205,7 @@ impl Catalog {
         }
         if full && !(nothing_deleted && pending.slots.is_empty() && pending.retired.is_empty()) {
             // Forget them now (a concurrent cleanup may have done so).
-            self.commit(|_| Ok(())).await?;
+            self.commit(&IndexCommit::default()).await?;
         }
 
         // The views' logs: those this process has read, or all of them.
@@ -393,10 +393,10 @@ impl Catalog {
         if commit && !(deleted.is_empty() && pending.is_empty()) {
             let name = state.view.name.clone();
             let display = name.to_string();
-            match self.commit_view(&name, &display, |_, _| Ok(())).await {
+            match self.commit_view(&name, &display, &ViewCommit::new()).await {
                 // Dropped or replaced meanwhile: the index's cleanup takes it.
-                Ok(_) | Err(Error::CommitConflict { .. }) => {}
-                Err(e) => return Err(e),
+                Ok(_) | Err(CommitFailure::Rejected(Error::CommitConflict { .. })) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         let (versions, oldest) = log.log.sweep(cutoff, state.version, None).await?;

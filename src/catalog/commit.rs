@@ -2,6 +2,7 @@
 //! the put options that write only new files.
 
 use super::*;
+use crate::spec::{RelationEntry, Snapshot};
 
 /// Put options that write an object only if none exists at its path:
 /// every file this crate writes is new, never an overwrite.
@@ -140,5 +141,187 @@ impl Requirement {
                 }
             }
         }
+    }
+}
+
+/// A change to the index as data (the shape of iceberg's `TableCommit`):
+/// what it needs of the latest index, and what it changes there. The
+/// catalog checks every requirement against the index each attempt is
+/// tried on, then applies the updates; no caller can skip the check.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IndexCommit {
+    /// What the latest index must meet.
+    requirements: Vec<Requirement>,
+    /// What changes, in order.
+    updates: Vec<IndexUpdate>,
+    /// The view the messages of unmet requirements name.
+    display: String,
+}
+
+/// One change to the index.
+#[derive(Debug, Clone)]
+pub(crate) enum IndexUpdate {
+    /// Adds a view, or replaces the one of its name (its old log retires).
+    PutView(IndexEntry),
+    /// Removes a view (its log retires).
+    RemoveView(QualifiedName),
+    /// Remembers a table or plain view, or replaces the one of its name.
+    PutRelation(RelationEntry),
+    /// Forgets a remembered table or plain view.
+    RemoveRelation(QualifiedName),
+    /// Keeps what a remembered table resolved to, when the relation is
+    /// still exactly `relation`.
+    KeepResolved {
+        /// The relation as it was read.
+        relation: RelationEntry,
+        /// What it resolved to.
+        resolved: crate::spec::ResolvedTable,
+    },
+}
+
+impl IndexCommit {
+    /// A commit naming `display` in its messages.
+    pub(crate) fn new(display: impl Into<String>) -> Self {
+        Self {
+            display: display.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds requirements.
+    pub(crate) fn require(mut self, requirements: impl IntoIterator<Item = Requirement>) -> Self {
+        self.requirements.extend(requirements);
+        self
+    }
+
+    /// Adds an update.
+    pub(crate) fn update(mut self, update: IndexUpdate) -> Self {
+        self.updates.push(update);
+        self
+    }
+
+    /// Adds updates.
+    pub(crate) fn updates(mut self, updates: impl IntoIterator<Item = IndexUpdate>) -> Self {
+        self.updates.extend(updates);
+        self
+    }
+
+    /// Checks the requirements on `index`, the latest, then applies the
+    /// updates to it.
+    pub(super) fn apply(&self, index: &mut Index) -> Result<()> {
+        Requirement::check_all(&self.requirements, index, None, &self.display)?;
+        for update in &self.updates {
+            match update {
+                IndexUpdate::PutView(entry) => index.put_view(entry.clone()),
+                IndexUpdate::RemoveView(name) => {
+                    index.remove_view(name);
+                }
+                IndexUpdate::PutRelation(entry) => index.upsert_relation(entry.clone()),
+                IndexUpdate::RemoveRelation(name) => {
+                    index.remove_relation(name);
+                }
+                IndexUpdate::KeepResolved { relation, resolved } => {
+                    match index.relations.iter_mut().find(|r| r.name == relation.name) {
+                        Some(entry) if entry == relation => entry.resolved = Some(resolved.clone()),
+                        _ => {
+                            return Err(Error::CommitConflict {
+                                name: self.display.clone(),
+                                reason: "it was changed by another session".into(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A change to one view's log as data: what it needs of the latest index
+/// and view version, and what it changes in the view.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ViewCommit {
+    /// What the latest index and view version must meet.
+    requirements: Vec<Requirement>,
+    /// The view's new snapshot, if it gets one; a commit without one only
+    /// writes a version (what a cleanup does to move retired files on).
+    snapshot: Option<Snapshot>,
+}
+
+impl ViewCommit {
+    /// A commit that changes nothing but the view's version.
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds requirements.
+    pub(crate) fn require(mut self, requirements: impl IntoIterator<Item = Requirement>) -> Self {
+        self.requirements.extend(requirements);
+        self
+    }
+
+    /// Makes `snapshot` the view's data (the one before it retires).
+    pub(crate) fn set_snapshot(mut self, snapshot: Snapshot) -> Self {
+        self.snapshot = Some(snapshot);
+        self
+    }
+
+    /// Checks the requirements on `index` and `view`, the latest, then
+    /// applies the change to `view`.
+    pub(super) fn apply(&self, index: &Index, view: &mut ViewVersion, display: &str) -> Result<()> {
+        Requirement::check_all(&self.requirements, index, Some(view), display)?;
+        if let Some(snapshot) = &self.snapshot {
+            view.set_snapshot(snapshot.clone());
+        }
+        Ok(())
+    }
+}
+
+/// How a commit that did not land ended; the only thing that decides
+/// whether the files written for it may be deleted.
+#[derive(Debug)]
+pub enum CommitFailure {
+    /// It provably did not land: a requirement was not met, every attempt
+    /// lost its race, or it failed before a version was put. The files
+    /// written for it are the writer's to delete.
+    Rejected(Error),
+    /// The put of its version failed, and it may have landed: the files
+    /// written for it stay for the orphan sweep (their lease keeps them
+    /// until it expires).
+    Unknown(Error),
+}
+
+impl CommitFailure {
+    /// The error, for the user.
+    pub fn error(&self) -> &Error {
+        match self {
+            CommitFailure::Rejected(e) | CommitFailure::Unknown(e) => e,
+        }
+    }
+
+    /// Whether it provably did not land.
+    pub fn is_rejected(&self) -> bool {
+        matches!(self, CommitFailure::Rejected(_))
+    }
+}
+
+impl From<Error> for CommitFailure {
+    /// An error before the version's put: nothing landed.
+    fn from(e: Error) -> Self {
+        CommitFailure::Rejected(e)
+    }
+}
+
+impl From<CommitFailure> for Error {
+    fn from(failure: CommitFailure) -> Self {
+        match failure {
+            CommitFailure::Rejected(e) | CommitFailure::Unknown(e) => e,
+        }
+    }
+}
+
+impl std::fmt::Display for CommitFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error().fmt(f)
     }
 }

@@ -622,19 +622,40 @@ impl Catalog {
             .clone()
     }
 
-    /// Commits a change to the index: `change` is applied to a copy of
-    /// the latest index and must check its own preconditions there (it is
-    /// re-run against the newer index when another writer commits first).
-    /// Only the difference is written. Returns what `change` returned and
-    /// the committed index.
-    ///
-    /// Every commit carries a fresh identity; a put that failed is read
-    /// back to know whether it landed (see [`journal::Log::put`]). See
-    /// [`Error::commit_rejected`] for what a caller may delete.
-    pub async fn commit<T>(
+    /// Commits `commit` to the index: its requirements are checked
+    /// against the latest index, then its updates applied there; when
+    /// another writer commits first, both happen again on the newer index.
+    /// Only the difference is written. Returns the committed index, or how
+    /// the commit failed ([`CommitFailure`]: whether it provably did not
+    /// land, which alone decides whether the caller may delete what it
+    /// wrote for it).
+    pub(crate) async fn commit(&self, commit: &IndexCommit) -> Result<Arc<Index>, CommitFailure> {
+        let ((), index) = self.commit_change(|index| commit.apply(index)).await?;
+        Ok(index)
+    }
+
+    /// A change no statement makes (an index as an older build left it):
+    /// `change` is applied to a copy of the latest index, unchecked. For
+    /// tests that build such catalogs.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub async fn commit_unchecked(
+        &self,
+        change: impl FnMut(&mut Index) -> Result<()>,
+    ) -> Result<()> {
+        self.commit_change(change).await?;
+        Ok(())
+    }
+
+    /// The commit loop: `change` is applied to a copy of the latest index
+    /// (again on the newer index when another writer commits first). Every
+    /// commit carries a fresh identity; a put that failed is read back to
+    /// know whether it landed (see [`journal::Log::put`]), and a put that
+    /// fails even so is the one [`CommitFailure::Unknown`].
+    pub(crate) async fn commit_change<T>(
         &self,
         mut change: impl FnMut(&mut Index) -> Result<T>,
-    ) -> Result<(T, Arc<Index>)> {
+    ) -> Result<(T, Arc<Index>), CommitFailure> {
         let mut base = self.reload().await?;
         let forgotten = self.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
         let commit_id = crate::spec::new_id();
@@ -671,13 +692,14 @@ impl Catalog {
             // A view of a block that does not parse would be missing from
             // what the change saw (its dependents, say) or from the diff.
             if let Some((path, reason)) = next.views.failure().or_else(|| base.views.failure()) {
-                return Err(Error::CorruptManifest { path, reason });
+                return Err(Error::CorruptManifest { path, reason }.into());
             }
             let bytes = encode("an index version", &record)?;
             match self
                 .index_log
                 .put(next.version, bytes, &commit_id, commit_id_in)
-                .await?
+                .await
+                .map_err(CommitFailure::Unknown)?
             {
                 journal::Put::Lost => {
                     journal::back_off(attempt).await;
@@ -696,10 +718,10 @@ impl Catalog {
             self.after_index_commit(&next).await;
             return Ok((out, next));
         }
-        Err(Error::TooManyRetries {
+        Err(CommitFailure::Rejected(Error::TooManyRetries {
             catalog: self.location.clone(),
             attempts: MAX_COMMIT_ATTEMPTS,
-        })
+        }))
     }
 
     /// Writes a checkpoint when one is due, then the pointer. With a new

@@ -3,6 +3,7 @@
 use super::index::CHECKPOINT_FIRST_READ;
 use super::journal::LatestPointer;
 use super::*;
+use crate::spec::RelationEntry;
 use object_store::memory::InMemory;
 
 async fn catalog(store: Arc<dyn ObjectStore>, retention: Duration) -> Catalog {
@@ -27,10 +28,10 @@ async fn commits_are_numbered_and_visible_to_a_second_reader() {
     let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     assert_eq!(a.index().version, 0);
-    let ((), m) = a.commit(|_| Ok(())).await.unwrap();
+    let ((), m) = a.commit_change(|_| Ok(())).await.unwrap();
     assert_eq!(m.version, 1);
     // b is behind; its commit must land on top of a's, not beside it.
-    let ((), m) = b.commit(|_| Ok(())).await.unwrap();
+    let ((), m) = b.commit_change(|_| Ok(())).await.unwrap();
     assert_eq!(m.version, 2);
     assert_eq!(a.reload().await.unwrap().version, 2);
 }
@@ -45,7 +46,7 @@ async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
         DEFAULT_RETENTION,
     )
     .await;
-    c.commit(|_| Ok(())).await.unwrap();
+    c.commit_change(|_| Ok(())).await.unwrap();
     c.index_log.settle_pointer().await;
     // The put of version 2 reaches the store, then reports an error (a
     // timeout after S3 kept the object): read back, it is this commit's.
@@ -54,7 +55,7 @@ async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
         after: true,
         action: FaultAction::Error,
     }));
-    let (runs, m) = c.commit(|_| Ok(1)).await.unwrap();
+    let (runs, m) = c.commit_change(|_| Ok(1)).await.unwrap();
     assert_eq!((runs, m.version), (1, 2));
     let reader = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
     assert_eq!(reader.index().commit_id, m.commit_id);
@@ -68,14 +69,14 @@ async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
         after: false,
         action: FaultAction::Error,
     }));
-    let err = c.commit(|_| Ok(())).await.unwrap_err();
+    let err = c.commit_change(|_| Ok(())).await.unwrap_err();
     assert!(err.to_string().contains("injected failure"), "{err}");
-    assert!(!err.commit_rejected());
+    assert!(matches!(err, CommitFailure::Unknown(_)), "{err:?}");
     assert_eq!(reader.reload().await.unwrap().version, 2);
     // A precondition that fails does prove it.
     store.set_fault(None);
     let err = c
-        .commit(|_| -> Result<()> {
+        .commit_change(|_| -> Result<()> {
             Err(Error::CommitConflict {
                 name: "v".into(),
                 reason: "test".into(),
@@ -83,7 +84,10 @@ async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
         })
         .await
         .unwrap_err();
-    assert!(err.commit_rejected());
+    assert!(
+        matches!(err, CommitFailure::Rejected(Error::CommitConflict { .. })),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -91,11 +95,11 @@ async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
-    a.commit(|_| Ok(())).await.unwrap();
+    a.commit_change(|_| Ok(())).await.unwrap();
     let mut seen = vec![];
     // b still believes version 0 is the latest until its put fails.
     *b.index.write().unwrap() = Arc::new(Index::default());
-    b.commit(|m| {
+    b.commit_change(|m| {
         seen.push(m.version);
         Ok(())
     })
@@ -105,18 +109,163 @@ async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
 }
 
 #[tokio::test]
+async fn a_commit_s_requirements_are_checked_on_the_index_it_lands_on() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let view = test_view("w", &crate::spec::new_id());
+    let name = view.name.clone();
+    let slot = a.create_view_log(&view).await.unwrap();
+    let create = IndexCommit::new("w")
+        .require([Requirement::ViewAbsent(name.clone())])
+        .update(IndexUpdate::PutView(index_entry(&view, slot.clone())));
+    // b still believes the index is empty while a creates the view.
+    *b.index.write().unwrap() = Arc::new(Index::default());
+    let landed = a.commit(&create).await.unwrap();
+    assert!(landed.view(&name).is_some());
+    // The same commit from b: its requirement is checked on the index
+    // that has the view now, not the one b started from, and nothing
+    // lands.
+    let failure = b.commit(&create).await.unwrap_err();
+    assert!(
+        matches!(&failure, CommitFailure::Rejected(Error::AlreadyExists { name }) if name == "w"),
+        "{failure:?}"
+    );
+    assert_eq!(b.reload().await.unwrap().version, landed.version);
+    // A drop that requires no readers of w, and a view reading w created
+    // by another writer meanwhile: the drop is refused.
+    let mut reader = test_view("r", &crate::spec::new_id());
+    reader.definition.sources = vec![name.clone()];
+    let reader_slot = a.create_view_log(&reader).await.unwrap();
+    let drop = IndexCommit::new("w")
+        .require([Requirement::NoDependents {
+            name: name.clone(),
+            kind: "materialized view".into(),
+            dropping: vec![name.clone()],
+        }])
+        .update(IndexUpdate::RemoveView(name.clone()));
+    a.commit(
+        &IndexCommit::new("r").update(IndexUpdate::PutView(index_entry(&reader, reader_slot))),
+    )
+    .await
+    .unwrap();
+    let failure = b.commit(&drop).await.unwrap_err();
+    assert!(
+        matches!(
+            failure,
+            CommitFailure::Rejected(Error::DependentObjects { .. })
+        ),
+        "{failure:?}"
+    );
+    assert!(b.reload().await.unwrap().view(&name).is_some());
+}
+
+#[tokio::test]
+async fn a_view_commit_checks_the_snapshot_it_was_planned_against() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let b = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    const S1: &str = "11111111111111111111111111111111";
+    const S2: &str = "22222222222222222222222222222222";
+    let view = test_view("v", S1);
+    let name = view.name.clone();
+    let slot = a.create_view_log(&view).await.unwrap();
+    put_views(&a, &[index_entry(&view, slot)]).await;
+    let planned = [Requirement::SnapshotIs {
+        name: name.clone(),
+        id: Some(S1.into()),
+    }];
+    let next = test_view("v", S2).snapshot.unwrap();
+    let refreshed = a
+        .commit_view(
+            &name,
+            "v",
+            &ViewCommit::new()
+                .require(planned.clone())
+                .set_snapshot(next.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        refreshed.view.snapshot.as_ref().map(|s| s.id.as_str()),
+        Some(S2)
+    );
+    // A second refresh planned against S1 lands on S2: refused, nothing
+    // written.
+    let failure = b
+        .commit_view(
+            &name,
+            "v",
+            &ViewCommit::new().require(planned).set_snapshot(next),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&failure, CommitFailure::Rejected(Error::CommitConflict { reason, .. }) if reason.contains("refreshed")),
+        "{failure:?}"
+    );
+    assert_eq!(
+        b.view(&name).await.unwrap().unwrap().version,
+        refreshed.version
+    );
+}
+
+#[tokio::test]
+async fn a_remembered_table_s_schema_is_kept_only_while_it_is_unchanged() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let c = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
+    let relation = RelationEntry {
+        name: QualifiedName::new("datafusion", "public", "t"),
+        kind: crate::spec::RelationKind::ExternalTable,
+        sql: "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '/a/'".into(),
+        default_catalog: "datafusion".into(),
+        default_schema: "public".into(),
+        withheld_options: vec![],
+        resolved: None,
+    };
+    c.commit(&IndexCommit::new("t").update(IndexUpdate::PutRelation(relation.clone())))
+        .await
+        .unwrap();
+    let replaced = RelationEntry {
+        sql: "CREATE EXTERNAL TABLE t STORED AS PARQUET LOCATION '/b/'".into(),
+        ..relation.clone()
+    };
+    c.commit(&IndexCommit::new("t").update(IndexUpdate::PutRelation(replaced.clone())))
+        .await
+        .unwrap();
+    let resolved = crate::spec::ResolvedTable {
+        schema: datafusion::arrow::datatypes::Schema::empty(),
+        partition_columns: vec![],
+        locations: vec![],
+        file_extension: ".parquet".into(),
+    };
+    let keep = |relation: &RelationEntry| {
+        IndexCommit::new("t").update(IndexUpdate::KeepResolved {
+            relation: relation.clone(),
+            resolved: resolved.clone(),
+        })
+    };
+    // What was read before the replacement is not kept over it.
+    let failure = c.commit(&keep(&relation)).await.unwrap_err();
+    assert!(failure.is_rejected(), "{failure:?}");
+    assert!(c.index().relations[0].resolved.is_none());
+    let kept = c.commit(&keep(&replaced)).await.unwrap();
+    assert_eq!(kept.relations[0].resolved.as_ref(), Some(&resolved));
+}
+
+#[tokio::test]
 async fn an_idle_writer_commits_after_versions_cleaned_up_under_it() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let idle = catalog(Arc::clone(&store), Duration::ZERO).await;
-    idle.commit(|_| Ok(())).await.unwrap();
+    idle.commit_change(|_| Ok(())).await.unwrap();
     let busy = catalog(Arc::clone(&store), Duration::ZERO).await;
-    busy.commit(|_| Ok(())).await.unwrap();
-    busy.commit(|_| Ok(())).await.unwrap();
+    busy.commit_change(|_| Ok(())).await.unwrap();
+    busy.commit_change(|_| Ok(())).await.unwrap();
     // Versions 1 and 2 are gone: version 2 no longer exists to tell the
     // idle writer that version 1 was superseded.
     let report = busy.cleanup(Sweep::Full).await.unwrap();
     assert_eq!(report.manifests_deleted, 2);
-    let ((), m) = idle.commit(|_| Ok(())).await.unwrap();
+    let ((), m) = idle.commit_change(|_| Ok(())).await.unwrap();
     assert_eq!(m.version, 4, "lands on top of version 3, not beside it");
     assert_eq!(busy.reload().await.unwrap().version, 4);
 }
@@ -126,7 +275,7 @@ async fn a_reader_repairs_a_pointer_left_far_behind() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let c = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     for _ in 0..6 {
-        c.commit(|_| Ok(())).await.unwrap();
+        c.commit_change(|_| Ok(())).await.unwrap();
     }
     c.reload().await.unwrap();
     let pointer = || async {
@@ -160,8 +309,8 @@ async fn a_reader_repairs_a_pointer_left_far_behind() {
 async fn versions_are_deleted_once_expired_without_listing_each_commit() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let c = catalog(Arc::clone(&store), Duration::from_millis(300)).await;
-    c.commit(|_| Ok(())).await.unwrap();
-    c.commit(|_| Ok(())).await.unwrap();
+    c.commit_change(|_| Ok(())).await.unwrap();
+    c.commit_change(|_| Ok(())).await.unwrap();
     assert_eq!(c.cleanup(Sweep::Quick).await.unwrap().manifests_deleted, 0);
     let due = c.log_sweep_due().expect("scheduled after listing");
     assert!(due > Utc::now(), "not due before version 2 expires");
@@ -170,7 +319,7 @@ async fn versions_are_deleted_once_expired_without_listing_each_commit() {
     assert_eq!(c.index_log.list_versions().await.unwrap().len(), 1);
     // Nothing else can expire until the next commit.
     assert_eq!(c.log_sweep_due(), Some(DateTime::<Utc>::MAX_UTC));
-    c.commit(|_| Ok(())).await.unwrap();
+    c.commit_change(|_| Ok(())).await.unwrap();
     assert!(c.log_sweep_due() < Some(DateTime::<Utc>::MAX_UTC));
 }
 
@@ -272,14 +421,14 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
     };
     let first = entry(S1, "public/v/11111111111111111111111111111111/a.parquet");
     let slot = c.create_view_log(&first).await.unwrap();
-    c.commit(|index| {
+    c.commit_change(|index| {
         index.put_view(index_entry(&first, slot.clone()));
         Ok(())
     })
     .await
     .unwrap();
     let second = entry(S2, "public/v/22222222222222222222222222222222/b.parquet");
-    c.commit_view(&name, "v", |_, view| {
+    c.commit_view_change(&name, "v", |_, view| {
         view.set_snapshot(second.snapshot.clone().unwrap());
         Ok(())
     })
@@ -351,7 +500,10 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
         c.cleanup(Sweep::Quick).await.unwrap(),
         CleanupReport::default()
     );
-    let (_, state) = c.commit_view(&name, "v", |_, _| Ok(())).await.unwrap();
+    let (_, state) = c
+        .commit_view_change(&name, "v", |_, _| Ok(()))
+        .await
+        .unwrap();
     assert!(state.retired.is_empty());
     assert_eq!(state.version, 3);
     // The catalog still opens at the latest version.
@@ -496,7 +648,7 @@ async fn create_views(c: &Catalog, n: usize) {
 
 /// Commits `entries` to the index in one version.
 async fn put_views(c: &Catalog, entries: &[IndexEntry]) {
-    c.commit(|index| {
+    c.commit_change(|index| {
         for entry in entries {
             index.put_view(entry.clone());
         }
@@ -510,7 +662,7 @@ async fn put_views(c: &Catalog, entries: &[IndexEntry]) {
 async fn bytes_of_view_commit(c: &Catalog, name: &str) -> u64 {
     let name = QualifiedName::new("datafusion", "public", name);
     let (_, state) = c
-        .commit_view(&name, name.name.as_str(), |_, view| {
+        .commit_view_change(&name, name.name.as_str(), |_, view| {
             view.set_snapshot(
                 test_view(&name.name, &crate::spec::new_id())
                     .snapshot
@@ -557,7 +709,7 @@ async fn commits_to_different_views_never_conflict() {
             let c = catalog(store, DEFAULT_RETENTION).await;
             let name = QualifiedName::new("datafusion", "public", format!("v{i}"));
             for _ in 0..20 {
-                c.commit_view(&name, "v", |_, view| {
+                c.commit_view_change(&name, "v", |_, view| {
                     attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     view.set_snapshot(test_view("v", &crate::spec::new_id()).snapshot.unwrap());
                     Ok(())
@@ -590,7 +742,7 @@ async fn commits_to_different_views_never_conflict() {
         tasks.push(tokio::spawn(async move {
             let c = catalog(store, DEFAULT_RETENTION).await;
             for _ in 0..20 {
-                c.commit(|_| {
+                c.commit_change(|_| {
                     attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     Ok(())
                 })
@@ -615,7 +767,7 @@ async fn a_reader_opens_from_a_checkpoint_not_the_whole_log() {
     for i in 0..150 {
         create_views(&c, 1).await;
         if i % 2 == 1 {
-            c.commit(|index| {
+            c.commit_change(|index| {
                 let name = QualifiedName::new("datafusion", "public", "v0");
                 index.remove_view(&name);
                 Ok(())
@@ -766,13 +918,13 @@ async fn a_checkpoint_whose_views_do_not_parse_fails_every_statement() {
     assert!(corrupt(&err), "{err}");
     let writer = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     let err = writer
-        .commit(|index| {
+        .commit_change(|index| {
             index.remove_view(&name);
             Ok(())
         })
         .await
         .unwrap_err();
-    assert!(corrupt(&err), "{err}");
+    assert!(corrupt(err.error()), "{err}");
     let files: Vec<_> = store
         .list(Some(&Path::from(format!("cat/_matview/views/{live}"))))
         .try_collect()
@@ -786,7 +938,7 @@ async fn opening_stops_at_a_base_whatever_lies_below_it() {
     let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let c = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
     for _ in 0..5 {
-        c.commit(|_| Ok(())).await.unwrap();
+        c.commit_change(|_| Ok(())).await.unwrap();
     }
     // Version 6 holds the whole index as its base, as a recovery writes it.
     let mut index = (*c.index()).clone();
@@ -808,7 +960,7 @@ async fn opening_stops_at_a_base_whatever_lies_below_it() {
         .await
         .unwrap();
     for _ in 0..3 {
-        c.commit(|_| Ok(())).await.unwrap();
+        c.commit_change(|_| Ok(())).await.unwrap();
     }
     assert_eq!(c.index().version, 9);
     // Versions are read several at a time, 3 among them; below the base,
@@ -839,7 +991,7 @@ async fn checkpoint_of_100_views(store: &Arc<dyn ObjectStore>) -> (Catalog, Path
     let c = catalog(Arc::clone(store), DEFAULT_RETENTION).await;
     create_views(&c, 100).await;
     for _ in 1..CHECKPOINT_INTERVAL {
-        c.commit(|_| Ok(())).await.unwrap();
+        c.commit_change(|_| Ok(())).await.unwrap();
     }
     c.index_log.settle_pointer().await;
     let path = c.checkpoint_path(CHECKPOINT_INTERVAL);
@@ -933,7 +1085,7 @@ async fn index_of_2000_views(c: &Catalog, to: u64) -> Vec<IndexEntry> {
         .collect();
     put_views(c, &entries).await;
     while c.index().version < to {
-        c.commit(|_| Ok(())).await.unwrap();
+        c.commit_change(|_| Ok(())).await.unwrap();
     }
     c.index_log.settle_pointer().await;
     entries
@@ -1025,13 +1177,13 @@ async fn a_reader_is_never_left_with_a_deleted_checkpoint() {
     let late = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;
     assert_eq!(early.index().views.reading_checkpoint(), Some(64));
     while writer.index().version < 2 * CHECKPOINT_INTERVAL {
-        writer.commit(|_| Ok(())).await.unwrap();
+        writer.commit_change(|_| Ok(())).await.unwrap();
     }
     writer.index_log.settle_pointer().await;
     early.reload().await.unwrap();
     assert_eq!(early.index().views.reading_checkpoint(), None);
     while writer.index().version < 3 * CHECKPOINT_INTERVAL {
-        writer.commit(|_| Ok(())).await.unwrap();
+        writer.commit_change(|_| Ok(())).await.unwrap();
     }
     writer.index_log.settle_pointer().await;
     assert!(

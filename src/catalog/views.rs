@@ -352,18 +352,37 @@ impl Catalog {
         }))
     }
 
-    /// Commits a change to one view: `change` gets the latest index and a
-    /// copy of the view's latest state, checks its own preconditions there
-    /// (it is re-run when another writer changed the view first) and
-    /// changes the state; one new version of the view's log is written.
-    /// Refreshes of different views never touch the same file. Returns what
-    /// `change` returned and the committed state.
-    pub async fn commit_view<T>(
+    /// Commits `commit` to view `name`'s log: its requirements are
+    /// checked against the latest index and view version, then its change
+    /// applied to the view; when another writer changed the view first,
+    /// both happen again on the newer version. One new version of the
+    /// view's log is written; refreshes of different views never touch the
+    /// same file. Returns the committed state, or how the commit failed
+    /// (see [`CommitFailure`]).
+    pub(crate) async fn commit_view(
+        &self,
+        name: &QualifiedName,
+        display: &str,
+        commit: &ViewCommit,
+    ) -> Result<Arc<ViewVersion>, CommitFailure> {
+        let ((), view) = self
+            .commit_view_change(name, display, |index, view| {
+                commit.apply(index, view, display)
+            })
+            .await?;
+        Ok(view)
+    }
+
+    /// The commit loop of a view's log: `change` gets the latest index and
+    /// a copy of the view's latest state (again the newer ones when another
+    /// writer changed the view first); a put that fails even after reading
+    /// back is the one [`CommitFailure::Unknown`].
+    pub(crate) async fn commit_view_change<T>(
         &self,
         name: &QualifiedName,
         display: &str,
         mut change: impl FnMut(&Index, &mut ViewVersion) -> Result<T>,
-    ) -> Result<(T, Arc<ViewVersion>)> {
+    ) -> Result<(T, Arc<ViewVersion>), CommitFailure> {
         let mut index = self.reload().await?;
         if self.is_format_1() {
             self.migrate().await?;
@@ -372,10 +391,10 @@ impl Catalog {
         let commit_id = crate::spec::new_id();
         for attempt in 0..MAX_COMMIT_ATTEMPTS {
             let Some(entry) = index.view(name) else {
-                return Err(Error::CommitConflict {
+                return Err(CommitFailure::Rejected(Error::CommitConflict {
                     name: display.to_string(),
                     reason: "it was dropped by another session".into(),
-                });
+                }));
             };
             let log = self.view_log(&entry.slot);
             let base = self.load_view_log(&entry.slot).await?;
@@ -394,7 +413,8 @@ impl Catalog {
             match log
                 .log
                 .put(next.version, bytes, &commit_id, commit_id_in)
-                .await?
+                .await
+                .map_err(CommitFailure::Unknown)?
             {
                 journal::Put::Lost => {
                     journal::back_off(attempt).await;
@@ -414,10 +434,10 @@ impl Catalog {
             let next = install_view(&log, Arc::new(next));
             return Ok((out, next));
         }
-        Err(Error::TooManyRetries {
+        Err(CommitFailure::Rejected(Error::TooManyRetries {
             catalog: self.location.clone(),
             attempts: MAX_COMMIT_ATTEMPTS,
-        })
+        }))
     }
 }
 

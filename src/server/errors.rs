@@ -10,10 +10,87 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use datafusion::error::DataFusionError;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
-use crate::error::Error;
+use crate::error::{Error, ErrorCode};
+
+/// What kind of error an answer is: one of the library's
+/// [`ErrorCode`]s (PostgreSQL's conditions), or one only the server has.
+/// It is the answer's `condition`, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Condition {
+    /// A condition of the library's errors, or one the server answers the
+    /// same way (`invalid_parameter_value` for a bad field).
+    Sql(ErrorCode),
+    /// `not_found`: no such route.
+    NoRoute,
+    /// `unauthorized`: no token, or the wrong one.
+    Unauthorized,
+    /// `forbidden_origin`: a browser page of another origin.
+    ForbiddenOrigin,
+    /// `misdirected_request`: a `Host` the server does not answer to.
+    MisdirectedRequest,
+    /// `unsupported_media_type`: a body that is not JSON.
+    UnsupportedMediaType,
+    /// `payload_too_large`: a body over the limit.
+    PayloadTooLarge,
+    /// `invalid_request`: a body the server cannot read.
+    InvalidRequest,
+    /// `schema_mismatch`: columns other than the view's.
+    SchemaMismatch,
+    /// `shutting_down`: the server takes no new jobs.
+    ShuttingDown,
+    /// `job_queue_full`: every run slot and queue place is taken.
+    JobQueueFull,
+}
+
+impl Condition {
+    /// Every condition the server can answer with (the OpenAPI document's
+    /// enum of `condition`).
+    pub fn all() -> impl Iterator<Item = Condition> {
+        ErrorCode::ALL.into_iter().map(Condition::Sql).chain([
+            Condition::NoRoute,
+            Condition::Unauthorized,
+            Condition::ForbiddenOrigin,
+            Condition::MisdirectedRequest,
+            Condition::UnsupportedMediaType,
+            Condition::PayloadTooLarge,
+            Condition::InvalidRequest,
+            Condition::SchemaMismatch,
+            Condition::ShuttingDown,
+            Condition::JobQueueFull,
+        ])
+    }
+
+    /// The condition's name, as the answer carries it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Condition::Sql(code) => code.name(),
+            Condition::NoRoute => "not_found",
+            Condition::Unauthorized => "unauthorized",
+            Condition::ForbiddenOrigin => "forbidden_origin",
+            Condition::MisdirectedRequest => "misdirected_request",
+            Condition::UnsupportedMediaType => "unsupported_media_type",
+            Condition::PayloadTooLarge => "payload_too_large",
+            Condition::InvalidRequest => "invalid_request",
+            Condition::SchemaMismatch => "schema_mismatch",
+            Condition::ShuttingDown => "shutting_down",
+            Condition::JobQueueFull => "job_queue_full",
+        }
+    }
+}
+
+impl From<ErrorCode> for Condition {
+    fn from(code: ErrorCode) -> Self {
+        Condition::Sql(code)
+    }
+}
+
+impl Serialize for Condition {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.name())
+    }
+}
 
 /// An error answer of the REST API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -28,7 +105,7 @@ pub struct ApiError {
     /// PostgreSQL's condition name (`undefined_table`, `duplicate_table`,
     /// `serialization_failure`, ...) or the server's own
     /// (`unauthorized`, `payload_too_large`, `job_queue_full`).
-    pub condition: &'static str,
+    pub condition: Condition,
     /// The message's further lines (`DETAIL:`, `HINT:`), if any.
     pub detail: Option<String>,
     /// The route that answered (filled in by the router).
@@ -44,15 +121,18 @@ pub struct ApiError {
 /// 18 Internal, 19 InvalidTableState, 20 TableSchemaValidationError (a
 /// materialized view is a table to the spec). A full job queue is 503,
 /// so 17 (the spec's 21 Throttling goes with 429).
-pub fn lance_code(status: StatusCode, condition: &str) -> u32 {
+pub fn lance_code(status: StatusCode, condition: Condition) -> u32 {
+    use ErrorCode as C;
     match condition {
-        "feature_not_supported" => return 0,
-        "invalid_schema_name" => return 1,
-        "undefined_table" => return 4,
-        "duplicate_table" => return 5,
-        "serialization_failure" => return 14,
-        "object_not_in_prerequisite_state" | "dependent_objects_still_exist" => return 19,
-        "schema_mismatch" => return 20,
+        Condition::Sql(C::FeatureNotSupported) => return 0,
+        Condition::Sql(C::InvalidSchemaName) => return 1,
+        Condition::Sql(C::UndefinedTable) => return 4,
+        Condition::Sql(C::DuplicateTable) => return 5,
+        Condition::Sql(C::SerializationFailure) => return 14,
+        Condition::Sql(C::ObjectNotInPrerequisiteState | C::DependentObjectsStillExist) => {
+            return 19;
+        }
+        Condition::SchemaMismatch => return 20,
         _ => {}
     }
     match status.as_u16() {
@@ -67,7 +147,12 @@ pub fn lance_code(status: StatusCode, condition: &str) -> u32 {
 
 impl ApiError {
     /// An error with a one-line message.
-    pub fn new(status: StatusCode, condition: &'static str, error: impl Into<String>) -> Self {
+    pub fn new(
+        status: StatusCode,
+        condition: impl Into<Condition>,
+        error: impl Into<String>,
+    ) -> Self {
+        let condition = condition.into();
         Self {
             status,
             error: error.into(),
@@ -81,11 +166,11 @@ impl ApiError {
 
     /// A 400 answer for a request the server cannot read.
     pub fn bad_request(error: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "invalid_request", error)
+        Self::new(StatusCode::BAD_REQUEST, Condition::InvalidRequest, error)
     }
 
     /// Splits a multi-line message into `error` and `detail`.
-    fn from_message(status: StatusCode, condition: &'static str, message: &str) -> Self {
+    fn from_message(status: StatusCode, condition: Condition, message: &str) -> Self {
         let (error, detail) = match message.split_once('\n') {
             Some((first, rest)) => (first.to_owned(), Some(rest.to_owned())),
             None => (message.to_owned(), None),
@@ -99,10 +184,10 @@ impl ApiError {
 
 impl From<&Error> for ApiError {
     fn from(e: &Error) -> Self {
-        let (status, code, retryable) = classify(e);
+        let code = e.code();
         ApiError {
-            retryable,
-            ..ApiError::from_message(status, code, &e.to_string())
+            retryable: e.is_retryable(),
+            ..ApiError::from_message(status_of(e, code), code.into(), &e.to_string())
         }
     }
 }
@@ -113,76 +198,37 @@ impl From<Error> for ApiError {
     }
 }
 
-/// The status, condition name and retryability of a crate error.
-fn classify(e: &Error) -> (StatusCode, &'static str, bool) {
+/// The HTTP status of a crate error with `code`.
+fn status_of(e: &Error, code: ErrorCode) -> StatusCode {
+    use ErrorCode as C;
     use StatusCode as S;
-    match e {
-        Error::NotFound { .. } | Error::RelationNotFound { .. } => {
-            (S::NOT_FOUND, "undefined_table", false)
-        }
-        Error::SchemaNotFound { .. } => (S::NOT_FOUND, "invalid_schema_name", false),
-        Error::AlreadyExists { .. } => (S::CONFLICT, "duplicate_table", false),
-        Error::CommitConflict { .. } | Error::TooManyRetries { .. } | Error::WriteLost { .. } => {
-            (S::CONFLICT, "serialization_failure", true)
-        }
-        Error::DefinitionChanged { .. } => (S::CONFLICT, "object_not_in_prerequisite_state", false),
-        Error::NotPopulated { .. } => (S::CONFLICT, "object_not_in_prerequisite_state", false),
-        Error::DependentObjects { .. } => (S::CONFLICT, "dependent_objects_still_exist", false),
-        Error::WrongObjectType { .. } => (S::BAD_REQUEST, "wrong_object_type", false),
-        Error::TooManyColumnNames
-        | Error::DuplicateColumn { .. }
-        | Error::ColumnsInUse { .. }
-        | Error::ZeroLengthIdentifier
-        | Error::InvalidCharacter { .. }
-        | Error::UnsupportedDefinition { .. }
-        | Error::ColumnsMismatch { .. } => (
-            S::BAD_REQUEST,
-            "syntax_error_or_access_rule_violation",
-            false,
-        ),
-        Error::NotSupported(_) => (S::BAD_REQUEST, "feature_not_supported", false),
-        Error::SourceVersionUnavailable { .. } => {
-            (S::BAD_REQUEST, "invalid_parameter_value", false)
-        }
-        Error::StatementTimeout { .. } => (S::REQUEST_TIMEOUT, "query_canceled", true),
-        Error::ResultTooLarge { .. } => (S::PAYLOAD_TOO_LARGE, "program_limit_exceeded", false),
-        Error::PermissionDenied { .. } => (S::FORBIDDEN, "insufficient_privilege", false),
-        Error::ReadOnly { .. } | Error::ReadOnlyCatalog { .. } => {
-            (S::FORBIDDEN, "read_only_sql_transaction", false)
-        }
-        Error::RefreshFailed { source, .. } => {
-            let (status, code, retryable) = classify(source);
-            // A refresh that could not run is the server's failure unless
-            // the request itself was wrong.
-            match status {
-                S::BAD_REQUEST
-                | S::NOT_FOUND
-                | S::CONFLICT
-                | S::FORBIDDEN
-                | S::UNPROCESSABLE_ENTITY => (status, code, retryable),
-                _ => (S::INTERNAL_SERVER_ERROR, code, retryable),
-            }
-        }
-        Error::MismatchedSourceFile { .. } => (S::UNPROCESSABLE_ENTITY, "data_exception", false),
-        Error::CommitOutcomeUnknown { .. } => (S::SERVICE_UNAVAILABLE, "io_error", true),
-        Error::DataFusion(e) => classify_datafusion(e),
-        Error::ObjectStore(_) => (S::BAD_GATEWAY, "io_error", true),
-        _ => (S::INTERNAL_SERVER_ERROR, "internal_error", false),
-    }
-}
-
-fn classify_datafusion(e: &DataFusionError) -> (StatusCode, &'static str, bool) {
-    use StatusCode as S;
-    match e.find_root() {
-        DataFusionError::SQL(..) => (S::BAD_REQUEST, "syntax_error", false),
-        DataFusionError::Plan(_) | DataFusionError::SchemaError(..) => {
-            (S::BAD_REQUEST, "undefined_object", false)
-        }
-        DataFusionError::NotImplemented(_) => (S::BAD_REQUEST, "feature_not_supported", false),
-        DataFusionError::Configuration(_) => (S::BAD_REQUEST, "invalid_parameter_value", false),
-        DataFusionError::ResourcesExhausted(_) => (S::SERVICE_UNAVAILABLE, "out_of_memory", true),
-        DataFusionError::ObjectStore(_) => (S::BAD_GATEWAY, "io_error", true),
-        _ => (S::INTERNAL_SERVER_ERROR, "internal_error", false),
+    let status = match code {
+        C::UndefinedTable | C::InvalidSchemaName => S::NOT_FOUND,
+        C::DuplicateTable
+        | C::SerializationFailure
+        | C::ObjectNotInPrerequisiteState
+        | C::DependentObjectsStillExist => S::CONFLICT,
+        C::WrongObjectType
+        | C::SyntaxErrorOrAccessRuleViolation
+        | C::SyntaxError
+        | C::UndefinedObject
+        | C::FeatureNotSupported
+        | C::InvalidParameterValue => S::BAD_REQUEST,
+        C::DataException => S::UNPROCESSABLE_ENTITY,
+        C::QueryCanceled => S::REQUEST_TIMEOUT,
+        C::ProgramLimitExceeded => S::PAYLOAD_TOO_LARGE,
+        C::InsufficientPrivilege | C::ReadOnlySqlTransaction => S::FORBIDDEN,
+        C::TransactionResolutionUnknown | C::OutOfMemory => S::SERVICE_UNAVAILABLE,
+        C::IoError => S::BAD_GATEWAY,
+        _ => S::INTERNAL_SERVER_ERROR,
+    };
+    // A refresh that could not run is the server's failure unless the
+    // request itself was wrong.
+    match (e, status) {
+        (Error::RefreshFailed { .. }, S::BAD_REQUEST | S::NOT_FOUND | S::CONFLICT)
+        | (Error::RefreshFailed { .. }, S::FORBIDDEN | S::UNPROCESSABLE_ENTITY) => status,
+        (Error::RefreshFailed { .. }, _) => S::INTERNAL_SERVER_ERROR,
+        _ => status,
     }
 }
 
@@ -205,6 +251,8 @@ impl std::fmt::Display for ApiError {
 
 #[cfg(test)]
 mod tests {
+    use datafusion::error::DataFusionError;
+
     use super::*;
 
     #[test]
@@ -218,7 +266,7 @@ mod tests {
         );
         let e = ApiError::from(Error::NotFound { name: "v".into() });
         assert_eq!(
-            (e.status, e.condition, e.code),
+            (e.status, e.condition.name(), e.code),
             (StatusCode::NOT_FOUND, "undefined_table", 4)
         );
         let e = ApiError::from(Error::CommitConflict {

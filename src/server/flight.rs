@@ -62,8 +62,8 @@ use tokio_util::sync::CancellationToken;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
-use super::{ApiError, Shared};
-use crate::error::{Error, Result};
+use super::{ApiError, Condition, Shared};
+use crate::error::{Error, ErrorCode, Result};
 use crate::session::MatviewSession;
 use crate::sql::Statement;
 
@@ -216,8 +216,12 @@ fn status(e: impl Into<ApiError>) -> Status {
     match (e.status, e.condition) {
         (StatusCode::BAD_REQUEST, _) => Status::invalid_argument(message),
         (StatusCode::NOT_FOUND, _) => Status::not_found(message),
-        (StatusCode::CONFLICT, "duplicate_table") => Status::already_exists(message),
-        (StatusCode::CONFLICT, "serialization_failure") => Status::aborted(message),
+        (StatusCode::CONFLICT, Condition::Sql(ErrorCode::DuplicateTable)) => {
+            Status::already_exists(message)
+        }
+        (StatusCode::CONFLICT, Condition::Sql(ErrorCode::SerializationFailure)) => {
+            Status::aborted(message)
+        }
         (StatusCode::CONFLICT, _) => Status::failed_precondition(message),
         (StatusCode::UNAUTHORIZED, _) => Status::unauthenticated(message),
         (StatusCode::FORBIDDEN, _) => Status::permission_denied(message),

@@ -31,8 +31,8 @@ use tokio::sync::Semaphore;
 use tokio::task::AbortHandle;
 use tokio_util::task::TaskTracker;
 
-use super::ApiError;
-use crate::error::Error;
+use super::{ApiError, Condition};
+use crate::error::{Error, ErrorCode};
 use crate::spec::QualifiedName;
 
 /// The state of a job, as LanceDB names them.
@@ -49,12 +49,56 @@ pub enum JobState {
     Cancelled,
 }
 
+impl JobState {
+    /// Every state (the OpenAPI document's enum).
+    pub const ALL: [JobState; 4] = [
+        JobState::InProgress,
+        JobState::Done,
+        JobState::Failed,
+        JobState::Cancelled,
+    ];
+}
+
+/// What a job does, as LanceDB names its job types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum JobType {
+    /// The first population of a view created with data.
+    CreateMaterializedView,
+    /// A refresh.
+    RefreshMaterializedView,
+}
+
+impl JobType {
+    /// Every job type (the OpenAPI document's enum).
+    pub const ALL: [JobType; 2] = [
+        JobType::CreateMaterializedView,
+        JobType::RefreshMaterializedView,
+    ];
+}
+
+/// Where a job failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// Planning and running the query, writing files.
+    Execute,
+    /// The catalog commit.
+    Commit,
+    /// The server shut down before the job started.
+    Shutdown,
+}
+
+impl Phase {
+    /// Every phase (the OpenAPI document's enum).
+    pub const ALL: [Phase; 3] = [Phase::Execute, Phase::Commit, Phase::Shutdown];
+}
+
 /// Why a job failed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Failure {
-    /// Where: `execute` (planning and running the query, writing files),
-    /// `commit` (the catalog commit), or `shutdown`.
-    pub phase: &'static str,
+    /// Where: `execute`, `commit` or `shutdown`.
+    pub phase: Phase,
     /// The error's message.
     pub message: String,
     /// Whether submitting the same job again may succeed.
@@ -68,7 +112,7 @@ pub struct JobInfo {
     /// Its id.
     pub job_id: String,
     /// `CREATE_MATERIALIZED_VIEW` or `REFRESH_MATERIALIZED_VIEW`.
-    pub job_type: &'static str,
+    pub job_type: JobType,
     /// Its state.
     pub job_state: JobState,
     /// When it was submitted, in milliseconds since the Unix epoch.
@@ -86,7 +130,7 @@ pub struct JobInfo {
 #[derive(Serialize)]
 struct JobWire {
     job_id: String,
-    job_type: &'static str,
+    job_type: JobType,
     job_state: JobState,
     state: JobState,
     creation_ms: i64,
@@ -155,7 +199,7 @@ pub struct Jobs {
 
 /// What a job's work returns: its result, or the error with the phase it
 /// failed in.
-pub type JobOutcome = Result<Value, (&'static str, Error)>;
+pub type JobOutcome = Result<Value, (Phase, Error)>;
 
 impl Jobs {
     /// Empty; see the module documentation for the bounds.
@@ -202,7 +246,7 @@ impl Jobs {
         if table.closed {
             return Some(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "shutting_down",
+                Condition::ShuttingDown,
                 "the server is shutting down",
             ));
         }
@@ -211,7 +255,7 @@ impl Jobs {
                 retryable: true,
                 ..ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "job_queue_full",
+                    Condition::JobQueueFull,
                     format!(
                         "the job queue is full ({} jobs waiting or running); retry later",
                         self.max_jobs
@@ -226,7 +270,7 @@ impl Jobs {
     /// is full (or the server is shutting down).
     pub fn submit<F>(
         self: &Arc<Self>,
-        job_type: &'static str,
+        job_type: JobType,
         view: QualifiedName,
         spec: Value,
         work: F,
@@ -283,7 +327,7 @@ impl Jobs {
                             .or_else(|| panic.downcast_ref::<String>().cloned())
                             .unwrap_or_default();
                         Err((
-                            "execute",
+                            Phase::Execute,
                             Error::NotSupported(format!(
                                 "internal error: the job panicked: {what}"
                             )),
@@ -430,7 +474,7 @@ impl Jobs {
                     }
                     entry.info.job_state = JobState::Cancelled;
                     entry.info.failure = Some(Failure {
-                        phase: "shutdown",
+                        phase: Phase::Shutdown,
                         message: "the server shut down before the job started".into(),
                         retryable: true,
                     });
@@ -469,7 +513,7 @@ impl Jobs {
 fn not_found(id: &str) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
-        "undefined_object",
+        ErrorCode::UndefinedObject,
         format!("job \"{id}\" does not exist"),
     )
 }
@@ -499,18 +543,31 @@ mod tests {
         let gate = Arc::new(tokio::sync::Notify::new());
         let g = Arc::clone(&gate);
         let a = jobs
-            .submit("T", view("a"), Value::Null, async move {
-                g.notified().await;
-                Ok(Value::from(1))
-            })
+            .submit(
+                JobType::RefreshMaterializedView,
+                view("a"),
+                Value::Null,
+                async move {
+                    g.notified().await;
+                    Ok(Value::from(1))
+                },
+            )
             .unwrap();
         let b = jobs
-            .submit("T", view("b"), Value::Null, async {
-                Err(("execute", Error::NotSupported("boom".into())))
-            })
+            .submit(
+                JobType::RefreshMaterializedView,
+                view("b"),
+                Value::Null,
+                async { Err((Phase::Execute, Error::NotSupported("boom".into()))) },
+            )
             .unwrap();
         let refused = jobs
-            .submit("T", view("c"), Value::Null, async { Ok(Value::Null) })
+            .submit(
+                JobType::RefreshMaterializedView,
+                view("c"),
+                Value::Null,
+                async { Ok(Value::Null) },
+            )
             .unwrap_err();
         assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(refused.retryable);
@@ -520,8 +577,13 @@ mod tests {
         assert_eq!(failed.job_state, JobState::Failed);
         assert_eq!(failed.failure.unwrap().message, "boom");
         // Both finished: there is room again.
-        jobs.submit("T", view("c"), Value::Null, async { Ok(Value::Null) })
-            .unwrap();
+        jobs.submit(
+            JobType::RefreshMaterializedView,
+            view("c"),
+            Value::Null,
+            async { Ok(Value::Null) },
+        )
+        .unwrap();
     }
 
     #[tokio::test]
@@ -533,14 +595,19 @@ mod tests {
         for _ in 0..4 {
             let (running, most) = (Arc::clone(&running), Arc::clone(&most));
             ids.push(
-                jobs.submit("T", view("v"), Value::Null, async move {
-                    use std::sync::atomic::Ordering::SeqCst;
-                    let now = running.fetch_add(1, SeqCst) + 1;
-                    most.fetch_max(now, SeqCst);
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    running.fetch_sub(1, SeqCst);
-                    Ok(Value::Null)
-                })
+                jobs.submit(
+                    JobType::RefreshMaterializedView,
+                    view("v"),
+                    Value::Null,
+                    async move {
+                        use std::sync::atomic::Ordering::SeqCst;
+                        let now = running.fetch_add(1, SeqCst) + 1;
+                        most.fetch_max(now, SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        running.fetch_sub(1, SeqCst);
+                        Ok(Value::Null)
+                    },
+                )
                 .unwrap(),
             );
         }
@@ -554,13 +621,23 @@ mod tests {
     async fn cancel_stops_a_job_and_shutdown_cancels_waiting_ones() {
         let jobs = Arc::new(Jobs::new(10, 1, Duration::from_secs(60)));
         let long = jobs
-            .submit("T", view("a"), Value::Null, async {
-                tokio::time::sleep(Duration::from_secs(600)).await;
-                Ok(Value::Null)
-            })
+            .submit(
+                JobType::RefreshMaterializedView,
+                view("a"),
+                Value::Null,
+                async {
+                    tokio::time::sleep(Duration::from_secs(600)).await;
+                    Ok(Value::Null)
+                },
+            )
             .unwrap();
         let waiting = jobs
-            .submit("T", view("b"), Value::Null, async { Ok(Value::Null) })
+            .submit(
+                JobType::RefreshMaterializedView,
+                view("b"),
+                Value::Null,
+                async { Ok(Value::Null) },
+            )
             .unwrap();
         tokio::time::sleep(Duration::from_millis(20)).await;
         let info = jobs.cancel(&long, |_| async { Some(7) }).await.unwrap();
@@ -569,23 +646,38 @@ mod tests {
         // The slot is free: the waiting job runs.
         assert_eq!(wait_done(&jobs, &waiting).await.job_state, JobState::Done);
         let blocked = jobs
-            .submit("T", view("c"), Value::Null, async {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                Ok(Value::from("finished"))
-            })
+            .submit(
+                JobType::RefreshMaterializedView,
+                view("c"),
+                Value::Null,
+                async {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok(Value::from("finished"))
+                },
+            )
             .unwrap();
         let never = jobs
-            .submit("T", view("d"), Value::Null, async { Ok(Value::Null) })
+            .submit(
+                JobType::RefreshMaterializedView,
+                view("d"),
+                Value::Null,
+                async { Ok(Value::Null) },
+            )
             .unwrap();
         tokio::time::sleep(Duration::from_millis(10)).await;
         jobs.shutdown().await;
         assert_eq!(jobs.describe(&blocked).unwrap().job_state, JobState::Done);
         let never = jobs.describe(&never).unwrap();
         assert_eq!(never.job_state, JobState::Cancelled);
-        assert_eq!(never.failure.unwrap().phase, "shutdown");
+        assert_eq!(never.failure.unwrap().phase, Phase::Shutdown);
         assert!(
-            jobs.submit("T", view("e"), Value::Null, async { Ok(Value::Null) })
-                .is_err()
+            jobs.submit(
+                JobType::RefreshMaterializedView,
+                view("e"),
+                Value::Null,
+                async { Ok(Value::Null) }
+            )
+            .is_err()
         );
     }
 
@@ -595,9 +687,12 @@ mod tests {
         let mut ids = vec![];
         for i in 0..3 {
             ids.push(
-                jobs.submit("T", view(&i.to_string()), Value::Null, async {
-                    Ok(Value::Null)
-                })
+                jobs.submit(
+                    JobType::RefreshMaterializedView,
+                    view(&i.to_string()),
+                    Value::Null,
+                    async { Ok(Value::Null) },
+                )
                 .unwrap(),
             );
         }

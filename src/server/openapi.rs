@@ -2,6 +2,9 @@
 
 use serde_json::{Value, json};
 
+use super::Condition;
+use super::jobs::{JobState, JobType, Phase};
+
 fn ok(description: &str, schema: Value) -> Value {
     json!({ "description": description, "content": { "application/json": { "schema": schema } } })
 }
@@ -62,7 +65,8 @@ pub(crate) fn document() -> Value {
                 "Error": { "type": "object", "required": ["code"], "description": "the Lance Namespace ErrorResponse, plus condition and retryable", "properties": {
                     "error": { "type": "string" },
                     "code": { "type": "integer", "minimum": 0, "description": "Lance Namespace error code: 0 Unsupported, 1 NamespaceNotFound, 4 TableNotFound, 5 TableAlreadyExists, 13 InvalidInput, 14 ConcurrentModification, 15 PermissionDenied, 16 Unauthenticated, 17 ServiceUnavailable, 18 Internal, 19 InvalidTableState, 20 TableSchemaValidationError, 21 Throttling" },
-                    "condition": { "type": "string", "description": "PostgreSQL's condition name, or the server's own" },
+                    "condition": { "enum": Condition::all().map(Condition::name).collect::<Vec<_>>(),
+                        "description": "PostgreSQL's condition name, or the server's own" },
                     "detail": { "type": ["string", "null"] }, "instance": { "type": ["string", "null"] },
                     "retryable": { "type": "boolean" } } },
                 "JobId": job_id,
@@ -92,14 +96,14 @@ pub(crate) fn document() -> Value {
                     "upstream": { "type": "array", "items": { "type": "object" } } } },
                 "Job": { "type": "object", "properties": {
                     "job_id": { "type": "string" },
-                    "job_type": { "enum": ["CREATE_MATERIALIZED_VIEW", "REFRESH_MATERIALIZED_VIEW"] },
-                    "job_state": { "enum": ["IN_PROGRESS", "DONE", "FAILED", "CANCELLED"] },
+                    "job_type": { "enum": JobType::ALL },
+                    "job_state": { "enum": JobState::ALL },
                     "creation_ms": { "type": "integer" }, "spec": { "type": "object" },
                     "table": { "type": "string", "description": "the view's id (LanceDB's SDK reads table, state, created_at_millis)" },
-                    "state": { "enum": ["IN_PROGRESS", "DONE", "FAILED", "CANCELLED"] },
+                    "state": { "enum": JobState::ALL },
                     "created_at_millis": { "type": "integer" },
                     "result": {}, "failure": { "type": ["object", "null"], "properties": {
-                        "phase": { "type": "string" }, "message": { "type": "string" },
+                        "phase": { "enum": Phase::ALL }, "message": { "type": "string" },
                         "retryable": { "type": "boolean" } } } } }
             }
         },
@@ -188,4 +192,50 @@ pub(crate) fn document() -> Value {
                 "responses": { "200": ok("the document", json!({ "type": "object" })) } } }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::*;
+    use crate::server::ApiError;
+
+    fn listed(schema: &Value) -> Vec<String> {
+        schema["enum"]
+            .as_array()
+            .expect("an enum")
+            .iter()
+            .map(|v| v.as_str().expect("a name").to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn the_document_lists_what_the_server_answers_with() {
+        let document = document();
+        let schemas = &document["components"]["schemas"];
+        let conditions = listed(&schemas["Error"]["properties"]["condition"]);
+        let unique: std::collections::BTreeSet<_> = conditions.iter().collect();
+        assert_eq!(unique.len(), conditions.len(), "{conditions:?}");
+        // Every condition an answer can carry, serialised as it goes out.
+        for condition in Condition::all() {
+            let answer = serde_json::to_value(ApiError::new(StatusCode::CONFLICT, condition, "x"))
+                .expect("an answer serialises");
+            let name = answer["condition"].as_str().expect("a name");
+            assert!(conditions.iter().any(|c| c == name), "{name}");
+        }
+        let job = &schemas["Job"]["properties"];
+        assert_eq!(
+            listed(&job["job_type"]),
+            ["CREATE_MATERIALIZED_VIEW", "REFRESH_MATERIALIZED_VIEW"]
+        );
+        assert_eq!(
+            listed(&job["job_state"]),
+            ["IN_PROGRESS", "DONE", "FAILED", "CANCELLED"]
+        );
+        assert_eq!(
+            listed(&job["failure"]["properties"]["phase"]),
+            ["execute", "commit", "shutdown"]
+        );
+    }
 }

@@ -29,16 +29,16 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use datafusion::arrow::array::RecordBatch;
 use datafusion::arrow::datatypes::SchemaRef;
-use datafusion::sql::sqlparser::ast::{Ident, ObjectName};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::ids::{self, DEFAULT_DELIMITER};
-use super::{ApiError, Shared};
-use crate::error::Error;
+use super::jobs::{JobType, Phase};
+use super::{ApiError, Condition, Shared};
+use crate::error::{Error, ErrorCode};
+use crate::session::{DropOptions, RefreshOptions};
 use crate::spec::QualifiedName;
-use crate::sql::{DropMaterializedView, RefreshMaterializedView, Statement};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -64,7 +64,9 @@ pub(crate) fn router(shared: Shared) -> Router {
             "/healthz",
             get(|| async { axum::Json(json!({"status": "ok"})) }),
         )
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, Condition::NoRoute, "no such route")
+        })
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn_with_state(shared.clone(), same_site))
         .layer(middleware::from_fn(error_instance))
@@ -91,7 +93,7 @@ async fn authorize(State(shared): State<Shared>, request: Request, next: Next) -
     } else {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "unauthorized",
+            Condition::Unauthorized,
             "missing or wrong token: send the header \"Authorization: Bearer <token>\" (or \"x-api-key: <token>\")",
         )
         .into_response()
@@ -116,7 +118,7 @@ async fn same_site(State(shared): State<Shared>, request: Request, next: Next) -
     {
         return ApiError::new(
             StatusCode::FORBIDDEN,
-            "forbidden_origin",
+            Condition::ForbiddenOrigin,
             format!(
                 "requests from web pages at {origin} are not allowed; start the server with \
                  --allow-origin {origin} to allow them"
@@ -129,7 +131,7 @@ async fn same_site(State(shared): State<Shared>, request: Request, next: Next) -
     {
         return ApiError::new(
             StatusCode::MISDIRECTED_REQUEST,
-            "misdirected_request",
+            Condition::MisdirectedRequest,
             format!(
                 "this server does not answer for host \"{host}\"; start it with \
                  --allowed-host {} to answer for that name",
@@ -153,7 +155,7 @@ async fn same_site(State(shared): State<Shared>, request: Request, next: Next) -
         if !(json || bodiless) {
             return ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "unsupported_media_type",
+                Condition::UnsupportedMediaType,
                 "request bodies must be JSON: send \"Content-Type: application/json\"",
             )
             .into_response();
@@ -237,9 +239,9 @@ fn body<T: DeserializeOwned>(
     let bytes = bytes.map_err(|rejection| {
         let status = rejection.status();
         let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            "payload_too_large"
+            Condition::PayloadTooLarge
         } else {
-            "invalid_request"
+            Condition::InvalidRequest
         };
         ApiError::new(status, code, rejection.body_text())
     })?;
@@ -273,15 +275,6 @@ fn view_name(
     let parts = ids::parse(id, query.delimiter())?;
     let name = shared.session.qualify_parts(&parts)?;
     Ok((name, parts))
-}
-
-fn object_name(parts: &[String]) -> ObjectName {
-    ObjectName::from(
-        parts
-            .iter()
-            .map(|p| Ident::with_quote('"', p.as_str()))
-            .collect::<Vec<_>>(),
-    )
 }
 
 fn id_of(name: &QualifiedName, delimiter: &str) -> String {
@@ -331,7 +324,7 @@ fn yes() -> bool {
 }
 
 /// A 400 answer with a Lance `code`: 0 Unsupported, 13 InvalidInput, ...
-fn invalid(condition: &'static str, message: impl Into<String>) -> ApiError {
+fn invalid(condition: impl Into<Condition>, message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, condition, message)
 }
 
@@ -339,7 +332,7 @@ fn invalid(condition: &'static str, message: impl Into<String>) -> ApiError {
 fn check_body_id(body_id: Option<&[String]>, parts: &[String], route: &str) -> ApiResult<()> {
     match body_id {
         Some(ids) if !ids.is_empty() && ids != parts => Err(invalid(
-            "invalid_parameter_value",
+            ErrorCode::InvalidParameterValue,
             format!("the body's id {ids:?} does not name the route's view \"{route}\""),
         )),
         _ => Ok(()),
@@ -358,14 +351,14 @@ fn check_output_schema(
         .decode(encoded.trim())
         .map_err(|e| {
             invalid(
-                "invalid_parameter_value",
+                ErrorCode::InvalidParameterValue,
                 format!("output_schema is not base64: {e}"),
             )
         })?;
     let expected =
         datafusion::arrow::ipc::convert::try_schema_from_ipc_buffer(&bytes).map_err(|e| {
             invalid(
-                "invalid_parameter_value",
+                ErrorCode::InvalidParameterValue,
                 format!("output_schema is not an Arrow IPC schema: {e}"),
             )
         })?;
@@ -377,7 +370,7 @@ fn check_output_schema(
             .all(|(a, e)| a.name() == e.name() && a.data_type() == e.data_type());
     if !same {
         return Err(invalid(
-            "schema_mismatch",
+            Condition::SchemaMismatch,
             format!(
                 "output_schema ({}) is not what the query answers ({})",
                 crate::refresh::describe_columns(&expected),
@@ -399,7 +392,7 @@ async fn create(
     check_body_id(request.id.as_deref(), &parts, &id)?;
     if request.kind != "query" {
         return Err(invalid(
-            "feature_not_supported",
+            ErrorCode::FeatureNotSupported,
             format!(
                 "kind \"{}\" is not supported: this server makes views of SQL queries (kind \"query\")",
                 request.kind
@@ -408,53 +401,27 @@ async fn create(
     }
     if request.udtf_spec.as_ref().is_some_and(|v| !v.is_null()) {
         return Err(invalid(
-            "invalid_parameter_value",
+            ErrorCode::InvalidParameterValue,
             "udtf_spec must be null for kind \"query\"",
         ));
     }
     if request.auto_refresh == Some(true) {
         return Err(invalid(
-            "feature_not_supported",
+            ErrorCode::FeatureNotSupported,
             "auto_refresh is not supported: refresh the view with the refresh route",
         ));
     }
-    let columns = if request.columns.is_empty() {
-        String::new()
-    } else {
-        let quoted: Vec<String> = request
-            .columns
-            .iter()
-            .map(|c| ids::to_sql(std::slice::from_ref(c)))
-            .collect();
-        format!(" ({})", quoted.join(", "))
-    };
     // Created unpopulated here; populated by a refresh job when asked
     // (the spec's "kicks off an initial refresh").
-    let text = format!(
-        "CREATE {}MATERIALIZED VIEW {}{}{columns} AS {} WITH NO DATA",
-        if request.or_replace {
-            "OR REPLACE "
-        } else {
-            ""
-        },
-        if request.if_not_exists {
-            "IF NOT EXISTS "
-        } else {
-            ""
-        },
-        ids::to_sql(&parts),
-        request.source_query,
-    );
-    let (dialect, recursion_limit) = crate::sql::parser_settings(shared.session.context());
-    let mut statements = crate::sql::parse_sql(&text, &dialect, recursion_limit)?;
-    let create = match (statements.pop(), statements.is_empty()) {
-        (Some(Statement::Create(create)), true) => create,
-        _ => {
-            return Err(ApiError::bad_request(
-                "\"source_query\" must be one query (SELECT, VALUES, WITH ...), without a trailing statement",
-            ));
-        }
+    let options = crate::session::CreateOptions {
+        or_replace: request.or_replace,
+        if_not_exists: request.if_not_exists,
+        columns: request.columns.clone(),
+        with_data: false,
     };
+    let create = shared
+        .session
+        .create_statement(&name, &request.source_query, &options)?;
     shared.check_paths(&shared.session, create.query.as_ref())?;
     // The errors a CREATE finds before computing anything are answered now.
     let columns = shared.session.check_create_columns(&create).await?;
@@ -479,10 +446,9 @@ async fn create(
         "action": outcome.action.as_str(),
     });
     if populate && outcome.action != crate::session::CreateAction::Skipped {
-        let statement = RefreshMaterializedView {
-            name: object_name(&parts),
+        let options = RefreshOptions {
             full: true,
-            cascade: false,
+            ..RefreshOptions::default()
         };
         let spec = json!({
             "id": id,
@@ -496,10 +462,10 @@ async fn create(
         let job_id = shared
             .jobs
             .submit(
-                "CREATE_MATERIALIZED_VIEW",
-                name,
+                JobType::CreateMaterializedView,
+                name.clone(),
                 spec,
-                refresh_job(session, statement, BTreeMap::new(), delimiter),
+                refresh_job(session, name, options, delimiter),
             )
             .map_err(|mut refused| {
                 refused.detail = Some(format!(
@@ -514,26 +480,27 @@ async fn create(
     Ok((StatusCode::CREATED, axum::Json(answer)).into_response())
 }
 
-/// A refresh job's work: `statement` with `pins`, answering the view's
-/// result with those of what CASCADE refreshed first as `upstream`.
+/// A refresh job's work: view `name` refreshed with `options`, answering
+/// the view's result with those of what CASCADE refreshed first as
+/// `upstream`.
 async fn refresh_job(
     session: crate::session::MatviewSession,
-    statement: RefreshMaterializedView,
-    pins: BTreeMap<QualifiedName, u64>,
+    name: QualifiedName,
+    options: RefreshOptions,
     delimiter: String,
 ) -> super::jobs::JobOutcome {
     let source_version = match session.catalog().reload().await {
         Ok(index) => index.version,
-        Err(e) => return Err(("execute", e)),
+        Err(e) => return Err((Phase::Execute, e)),
     };
     let outcomes = session
-        .refresh_at(&statement, &pins)
+        .refresh_view(&name, &options)
         .await
         .map_err(|e| (phase_of(&e), e))?;
     let result = |o| refresh_result(o, source_version, &delimiter);
     let (last, upstream) = outcomes.split_last().ok_or_else(|| {
         (
-            "execute",
+            Phase::Execute,
             Error::NotSupported("the refresh refreshed nothing".into()),
         )
     })?;
@@ -543,7 +510,7 @@ async fn refresh_job(
 }
 
 /// Where a job's error happened.
-fn phase_of(e: &Error) -> &'static str {
+fn phase_of(e: &Error) -> Phase {
     let e = match e {
         Error::RefreshFailed { source, .. } => source.as_ref(),
         e => e,
@@ -552,8 +519,8 @@ fn phase_of(e: &Error) -> &'static str {
         Error::CommitConflict { .. }
         | Error::TooManyRetries { .. }
         | Error::CommitOutcomeUnknown { .. }
-        | Error::DefinitionChanged { .. } => "commit",
-        _ => "execute",
+        | Error::DefinitionChanged { .. } => Phase::Commit,
+        _ => Phase::Execute,
     }
 }
 
@@ -566,7 +533,7 @@ async fn describe_json(shared: &Shared, name: &QualifiedName, delimiter: &str) -
     let mut value = serde_json::to_value(&description).map_err(|e| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
+            ErrorCode::InternalError,
             e.to_string(),
         )
     })?;
@@ -619,7 +586,7 @@ impl RefreshBody {
     fn check_spec_fields(&self) -> ApiResult<()> {
         if self.src_version.as_ref().is_some_and(|v| !v.is_null()) {
             return Err(invalid(
-                "invalid_parameter_value",
+                ErrorCode::InvalidParameterValue,
                 "src_version is not supported: each view commits to its own log, so no single \
                  version names the snapshots of several sources; pin source views with \
                  source_version, e.g. {\"source_version\": {\"analytics$daily\": 7}}",
@@ -627,7 +594,7 @@ impl RefreshBody {
         }
         if self.output_limit.as_ref().is_some_and(|v| !v.is_null()) {
             return Err(invalid(
-                "invalid_parameter_value",
+                ErrorCode::InvalidParameterValue,
                 "output_limit applies to chunker views only; this server makes query views",
             ));
         }
@@ -642,7 +609,7 @@ impl RefreshBody {
         for (field, value) in operational {
             if value.as_ref().is_some_and(|v| !v.is_null()) {
                 return Err(invalid(
-                    "invalid_parameter_value",
+                    ErrorCode::InvalidParameterValue,
                     format!(
                         "{field} is not supported by this server: leave it out (or null); the \
                          server's own settings (--max-running-jobs, the session's \
@@ -665,7 +632,7 @@ fn pinned_sources(
     let Value::Object(pins) = value else {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
-            "feature_not_supported",
+            ErrorCode::FeatureNotSupported,
             "source_version must name each source materialized view with the version of its own log, e.g. {\"analytics$daily\": 7}: each view commits to its own log, so no single catalog version names the snapshots of several views",
         ));
     };
@@ -675,7 +642,7 @@ fn pinned_sources(
         let Some(version) = version.as_u64() else {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_parameter_value",
+                ErrorCode::InvalidParameterValue,
                 format!("source_version of \"{id}\" must be a version number, not {version}"),
             ));
         };
@@ -735,10 +702,10 @@ async fn refresh(
     }
     // What can be checked now is answered now; the job checks again.
     shared.session.source_states(&pins).await?;
-    let statement = RefreshMaterializedView {
-        name: object_name(&parts),
+    let options = RefreshOptions {
         full: request.full,
         cascade: request.cascade,
+        sources_at: pins,
     };
     let delimiter = query.delimiter().to_owned();
     let mut spec = json!({ "id": id, "full": request.full, "cascade": request.cascade });
@@ -747,10 +714,10 @@ async fn refresh(
     }
     let session = shared.session.clone();
     let job_id = shared.jobs.submit(
-        "REFRESH_MATERIALIZED_VIEW",
-        name,
+        JobType::RefreshMaterializedView,
+        name.clone(),
         spec,
-        refresh_job(session, statement, pins, delimiter),
+        refresh_job(session, name, options, delimiter),
     )?;
     Ok((
         StatusCode::ACCEPTED,
@@ -773,15 +740,17 @@ async fn drop_view(
     bytes: Result<Bytes, BytesRejection>,
 ) -> ApiResult<axum::Json<Value>> {
     let request: DropBody = body(bytes, Some(DropBody::default()))?;
-    let (name, parts) = view_name(&shared, &id, &query)?;
-    let statement = DropMaterializedView {
-        names: vec![object_name(&parts)],
+    let (name, _) = view_name(&shared, &id, &query)?;
+    let options = DropOptions {
         if_exists: false,
         cascade: request.cascade,
     };
     let lock = shared.jobs.view_lock(&name);
     let _guard = lock.lock().await;
-    let dropped = shared.session.drop_materialized_views(&statement).await?;
+    let dropped = shared
+        .session
+        .drop_views(std::slice::from_ref(&name), options)
+        .await?;
     // The named view first, then what CASCADE dropped with it.
     let dropped: Vec<Value> = std::iter::once((&name, "materialized view"))
         .chain(dropped.iter().map(|(name, kind)| (name, *kind)))
@@ -968,7 +937,7 @@ async fn sql(
     let internal = |e: datafusion::arrow::error::ArrowError| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
-            "internal_error",
+            ErrorCode::InternalError,
             e.to_string(),
         )
     };

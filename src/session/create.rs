@@ -180,20 +180,15 @@ impl MatviewSession {
             }
         };
         let indexed = index_entry(&entry, slot.clone());
-        let committed = self
-            .catalog
-            .commit(|index| {
-                Requirement::check_all(&requirements, index, None, &display)?;
-                index.put_view(indexed.clone());
-                Ok(())
-            })
-            .await;
-        match committed {
+        let commit = IndexCommit::new(&display)
+            .require(requirements)
+            .update(IndexUpdate::PutView(indexed));
+        match self.catalog.commit(&commit).await {
             Ok(_) => lease.release().await,
-            Err(e) => {
+            Err(failure) => {
                 // Only what provably did not land is ours to delete; what
                 // may still land keeps its lease until it expires.
-                if e.commit_rejected() {
+                if failure.is_rejected() {
                     if let Some(s) = &entry.snapshot {
                         let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
                     }
@@ -202,7 +197,7 @@ impl MatviewSession {
                 } else {
                     lease.keep();
                 }
-                return Err(e);
+                return Err(failure.into());
             }
         };
         self.register_view(&name)?;

@@ -7,9 +7,11 @@
 //! otherwise.
 
 use datafusion::arrow::datatypes::DataType;
+use datafusion::arrow::error::ArrowError;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::listing::ListingTable;
 use datafusion::datasource::source_as_provider;
+use datafusion::parquet::errors::ParquetError;
 use futures::{StreamExt, TryStreamExt};
 
 use super::*;
@@ -47,13 +49,29 @@ impl MismatchedFile {
 const MOST_TABLES: usize = 16;
 const MOST_FILES: usize = 10_000;
 
-/// Whether `error` is a failure to cast or parse a value as the table's
-/// type (what a file with another type for a column gives: Parquet's
-/// values are cast, CSV's parsed).
-pub fn is_cast_error(error: &str) -> bool {
-    error.contains("Cast error")
-        || error.contains("Cannot cast")
-        || error.contains("Error while parsing value")
+/// Whether `error`, or one of its causes, is Arrow's failure to cast or
+/// parse a value as the table's type (what a file with another type for a
+/// column gives: Parquet's values are cast, CSV's parsed).
+pub fn is_cast_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    crate::error::causes_of(error).into_iter().any(|cause| {
+        matches!(
+            cause.downcast_ref::<ArrowError>(),
+            Some(ArrowError::CastError(_) | ArrowError::ParseError(_))
+        )
+    })
+}
+
+/// Whether `error`, or one of its causes, is a failure to read a file: a
+/// Parquet file that does not decode, or the object store's error.
+pub fn is_file_read_error(error: &(dyn std::error::Error + 'static)) -> bool {
+    crate::error::causes_of(error).into_iter().any(|cause| {
+        cause.is::<ParquetError>()
+            || cause.is::<object_store::Error>()
+            || matches!(
+                cause.downcast_ref::<ArrowError>(),
+                Some(ArrowError::ParquetError(_))
+            )
+    })
 }
 
 /// A string type: a value of it may fail to cast to a number, a date...
@@ -185,7 +203,7 @@ impl MatviewSession {
     /// and column named when it is a cast error a source file explains
     /// ([`Self::mismatched_file`]).
     pub async fn explain_cast_error(&self, plan: &LogicalPlan, error: Error) -> Error {
-        if !is_cast_error(&error.to_string()) {
+        if !is_cast_error(&error) {
             return error;
         }
         match self.mismatched_file(plan).await {

@@ -24,13 +24,13 @@ impl MatviewSession {
     ) -> Result<Vec<(QualifiedName, &'static str)>> {
         self.sync().await?;
         let cascaded = self
-            .drop_views(drop)
+            .run_drop(drop)
             .await
             .map_err(|e| self.refused("DROP MATERIALIZED VIEW", e))?;
         Ok(cascaded.into_iter().map(|(n, k)| (n, k.as_str())).collect())
     }
 
-    pub(super) async fn drop_views(
+    pub(super) async fn run_drop(
         &self,
         drop: &DropMaterializedView,
     ) -> Result<Vec<(QualifiedName, Kind)>> {
@@ -128,19 +128,15 @@ impl MatviewSession {
         }
         // Checked again at every attempt of the commit: a view another
         // session created over one of them since the check above stops it.
-        let requirements = no_dependents(&order);
-        self.catalog
-            .commit(|index| {
-                Requirement::check_all(&requirements, index, None, "")?;
-                for name in &dropped {
-                    index.remove_view(name);
-                }
-                for name in &views {
-                    index.remove_relation(name);
-                }
-                Ok(())
-            })
-            .await?;
+        let commit = IndexCommit::default()
+            .require(no_dependents(&order))
+            .updates(dropped.iter().cloned().map(IndexUpdate::RemoveView))
+            .updates(
+                views
+                    .iter()
+                    .map(|n| IndexUpdate::RemoveRelation((*n).clone())),
+            );
+        self.catalog.commit(&commit).await?;
         for name in &views {
             self.applied(name, None);
         }
@@ -414,16 +410,10 @@ impl MatviewSession {
         {
             let forgotten: Vec<(QualifiedName, Kind)> =
                 forget.iter().map(|n| (n.clone(), kind)).collect();
-            let requirements = no_dependents(&forgotten);
-            self.catalog
-                .commit(|m| {
-                    Requirement::check_all(&requirements, m, None, "")?;
-                    for name in &forget {
-                        m.remove_relation(name);
-                    }
-                    Ok(())
-                })
-                .await?;
+            let commit = IndexCommit::default()
+                .require(no_dependents(&forgotten))
+                .updates(forget.iter().cloned().map(IndexUpdate::RemoveRelation));
+            self.catalog.commit(&commit).await?;
             for name in &forget {
                 self.applied(name, None);
             }

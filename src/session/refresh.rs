@@ -525,16 +525,11 @@ impl MatviewSession {
                 id: entry.snapshot.as_ref().map(|s| s.id.clone()),
             },
         ];
-        let committed = self
-            .catalog
-            .commit_view(&name, &display, |index, view| {
-                Requirement::check_all(&requirements, index, Some(view), &display)?;
-                view.set_snapshot(snapshot.clone());
-                Ok(())
-            })
-            .await;
-        let version = match committed {
-            Ok(((), view)) => {
+        let commit = ViewCommit::new()
+            .require(requirements)
+            .set_snapshot(snapshot.clone());
+        let version = match self.catalog.commit_view(&name, &display, &commit).await {
+            Ok(view) => {
                 lease.release().await;
                 // A view log is committed apart from the index: a DROP (or
                 // CREATE OR REPLACE) that committed to the index after this
@@ -551,10 +546,10 @@ impl MatviewSession {
                 }
                 view.version
             }
-            Err(e) => {
+            Err(failure) => {
                 // Only what provably did not land is ours to delete; what
                 // may still land keeps its lease until it expires.
-                if e.commit_rejected() {
+                if failure.is_rejected() {
                     let _ = self
                         .catalog
                         .delete_dir(&entry.snapshot_dir(&snapshot))
@@ -563,7 +558,7 @@ impl MatviewSession {
                 } else {
                     lease.keep();
                 }
-                return Err(e);
+                return Err(failure.into());
             }
         };
         Ok(RefreshOutcome {

@@ -230,10 +230,7 @@ impl MatviewSession {
             resolved,
         };
         self.catalog
-            .commit(|m| {
-                m.upsert_relation(entry.clone());
-                Ok(())
-            })
+            .commit(&IndexCommit::default().update(IndexUpdate::PutRelation(entry.clone())))
             .await?;
         self.applied(&entry.name, Some(&entry));
         if existed {

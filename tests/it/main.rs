@@ -6,6 +6,7 @@
 //! the sqllogictest runner (`tests/sqllogictests.rs`, its own `main`) stay
 //! binaries of their own.
 
+mod api;
 mod catalog;
 mod common;
 mod correctness;

@@ -221,13 +221,13 @@ async fn exec_statement(
             let scanned = scanned_views(session, df.logical_plan());
             let plan = df.logical_plan().clone();
             match print_dataframe(app, print_options, df, started, all_rows).await {
-                Err(e) if datafusion_matview::session::is_cast_error(&e.to_string()) => {
+                Err(e) if datafusion_matview::session::is_cast_error(e.as_ref()) => {
                     match session.mismatched_file(&plan).await {
                         Some(file) => Err(format!("{e}\n{}", file.detail()).into()),
                         None => Err(e),
                     }
                 }
-                Err(e) if e.to_string().to_lowercase().contains("parquet") => {
+                Err(e) if datafusion_matview::session::is_file_read_error(e.as_ref()) => {
                     Err(name_unreadable_file(session, &scanned, e).await)
                 }
                 other => other,

@@ -1,0 +1,143 @@
+//! The typed entry points (`create_view`, `refresh_view`, `drop_views`):
+//! names and options instead of SQL text or parser values, with the same
+//! outcomes and errors as the statements.
+
+use datafusion::arrow::array::AsArray;
+use datafusion::arrow::datatypes::Int64Type;
+use datafusion::prelude::SessionContext;
+use datafusion_matview::spec::QualifiedName;
+use datafusion_matview::{
+    CreateAction, CreateOptions, DropOptions, Error, ErrorCode, MatviewSession, RefreshMode,
+    RefreshOptions,
+};
+
+async fn count(s: &MatviewSession, sql: &str) -> i64 {
+    let batches = s.sql(sql).await.unwrap().collect().await.unwrap();
+    batches[0].column(0).as_primitive::<Int64Type>().value(0)
+}
+
+#[tokio::test]
+async fn views_are_created_refreshed_and_dropped_by_name_and_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = MatviewSession::open(SessionContext::new(), dir.path().to_str().unwrap())
+        .await
+        .unwrap();
+    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    // A name is taken exactly as it is: no case folding, no quoting.
+    let mixed = QualifiedName::new("datafusion", "public", "Big Sums");
+    let options = CreateOptions {
+        columns: vec!["Total".into()],
+        ..CreateOptions::default()
+    };
+    let created = s
+        .create_view(&mixed, "SELECT sum(x) FROM t", &options)
+        .await
+        .unwrap();
+    assert_eq!(created.action, CreateAction::Created);
+    assert_eq!(created.rows_written, Some(1));
+    assert_eq!(count(&s, r#"SELECT "Total" FROM "Big Sums""#).await, 3);
+    // IF NOT EXISTS over it: skipped, as the statement is.
+    let again = CreateOptions {
+        if_not_exists: true,
+        ..options.clone()
+    };
+    let skipped = s.create_view(&mixed, "SELECT 1", &again).await.unwrap();
+    assert_eq!(skipped.action, CreateAction::Skipped);
+    // A view over it, refreshed with CASCADE after the source changed.
+    let over = QualifiedName::new("datafusion", "public", "over");
+    s.create_view(
+        &over,
+        r#"SELECT "Total" * 2 AS d FROM "Big Sums""#,
+        &CreateOptions::default(),
+    )
+    .await
+    .unwrap();
+    s.sql("INSERT INTO t VALUES (4)")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let refreshed = s
+        .refresh_view(
+            &over,
+            &RefreshOptions {
+                cascade: true,
+                ..RefreshOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(refreshed.len(), 2, "{refreshed:?}");
+    assert_eq!(refreshed[0].view, "Big Sums");
+    assert_eq!(refreshed[1].mode, RefreshMode::Full);
+    assert_eq!(count(&s, "SELECT d FROM over").await, 14);
+    // Unchanged: nothing to do.
+    let again = s
+        .refresh_view(&over, &RefreshOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(again[0].mode, RefreshMode::NoOp);
+    // DROP without CASCADE is refused by its dependent; with it, both go.
+    let refused = s
+        .drop_views(std::slice::from_ref(&mixed), DropOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.code(),
+        ErrorCode::DependentObjectsStillExist,
+        "{refused}"
+    );
+    let cascaded = s
+        .drop_views(
+            std::slice::from_ref(&mixed),
+            DropOptions {
+                cascade: true,
+                ..DropOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(cascaded, [(over.clone(), "materialized view")]);
+    let gone = s
+        .refresh_view(&over, &RefreshOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(gone, Error::NotFound { .. }), "{gone}");
+    // IF EXISTS: no error for a name that is no view.
+    s.drop_views(
+        &[over],
+        DropOptions {
+            if_exists: true,
+            ..DropOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_query_is_one_query_and_nothing_else() {
+    let s = MatviewSession::open(SessionContext::new(), "memory://")
+        .await
+        .unwrap();
+    let name = QualifiedName::new("datafusion", "public", "v");
+    for text in [
+        "SELECT 1; DROP TABLE t",
+        "DROP TABLE t",
+        "CREATE TABLE u (x INT)",
+    ] {
+        let e = s
+            .create_view(&name, text, &CreateOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::SyntaxError, "{text}: {e}");
+        assert!(e.to_string().contains("must be one query"), "{text}: {e}");
+    }
+    assert!(s.catalog().index().view(&name).is_none());
+}
