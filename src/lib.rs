@@ -55,5 +55,6 @@ pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
 pub use error::{Error, ErrorCode, Result};
 pub use session::{
     CreateAction, CreateOptions, CreateOutcome, DropOptions, MatviewOptions, MatviewSession,
-    ProgressListener, RefreshMode, RefreshOptions, RefreshOutcome, ViewDescription,
+    ProgressListener, RefreshMode, RefreshOptions, RefreshOutcome, StatementOutcome,
+    ViewDescription,
 };

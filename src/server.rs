@@ -28,7 +28,7 @@ use async_trait::async_trait;
 use tokio::net::TcpListener;
 
 use crate::error::{Error, Result};
-use crate::session::MatviewSession;
+use crate::session::{MatviewSession, StatementOutcome};
 
 pub mod access;
 mod errors;
@@ -237,7 +237,7 @@ impl Shared {
         let parsing = tokio::task::spawn_blocking(move || {
             crate::sql::parse_sql_with_text(&text, &dialect, limit)
         });
-        let mut statements = match tokio::time::timeout(PARSE_TIME_LIMIT, parsing).await {
+        let statements = match tokio::time::timeout(PARSE_TIME_LIMIT, parsing).await {
             Ok(Ok(parsed)) => parsed?,
             Ok(Err(e)) => {
                 return Err(Error::Serve {
@@ -258,29 +258,25 @@ impl Shared {
         if let Some(prepare) = &self.prepare {
             prepare.prepare(session, sql).await?;
         }
-        if statements.len() == 1
-            && matches!(statements[0].0, crate::sql::Statement::Create(_))
-            && let Some((crate::sql::Statement::Create(create), _)) = statements.pop()
-        {
-            let _locks = self
-                .lock_views(session, std::slice::from_ref(&create.name))
-                .await?;
-            let outcome = session.create_materialized_view(&create).await?;
-            return Ok(ctx.read_batch(crate::session::CreateOutcome::batch(&[outcome]))?);
-        }
         // One statement at a time, each changing a view under that view's
-        // lock, as the job routes do.
+        // lock, as the job routes do. A CREATE answers its outcome's row
+        // (what the REST create route answers); the rest what `sql()` does.
         let count = statements.len();
         let mut last = None;
-        for (i, statement) in statements.into_iter().enumerate() {
-            let names: Vec<_> = match &statement.0 {
+        for (i, (statement, text)) in statements.into_iter().enumerate() {
+            let names: Vec<_> = match &statement {
                 crate::sql::Statement::Create(c) => vec![c.name.clone()],
                 crate::sql::Statement::Refresh(r) => vec![r.name.clone()],
                 crate::sql::Statement::Drop(d) => d.names.clone(),
                 _ => vec![],
             };
             let _locks = self.lock_views(session, &names).await?;
-            let df = session.execute_all(vec![statement]).await?;
+            let df = match session.run_statement(statement, Some(&text)).await? {
+                StatementOutcome::Created(outcome) => {
+                    ctx.read_batch(crate::session::CreateOutcome::batch(&[outcome]))?
+                }
+                other => other.into_dataframe(ctx)?,
+            };
             if i + 1 < count {
                 df.collect().await?;
             } else {
@@ -289,6 +285,7 @@ impl Shared {
         }
         match last {
             Some(df) => Ok(df),
+            // No statement: DataFusion's error for an empty query.
             None => session.execute_all(vec![]).await,
         }
     }

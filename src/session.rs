@@ -252,6 +252,63 @@ pub struct RefreshOutcome {
     pub source_versions: BTreeMap<QualifiedName, u64>,
 }
 
+/// No rows and no columns: what CREATE and DROP return through `sql()`.
+pub fn no_rows(ctx: &SessionContext) -> DataFrame {
+    let plan = LogicalPlan::EmptyRelation(EmptyRelation {
+        produce_one_row: false,
+        schema: Arc::new(DFSchema::empty()),
+    });
+    DataFrame::new(ctx.state(), plan)
+}
+
+/// What a statement did, as [`MatviewSession::run_statement`] says it.
+#[derive(Debug)]
+pub enum StatementOutcome {
+    /// `CREATE MATERIALIZED VIEW`.
+    Created(CreateOutcome),
+    /// `REFRESH MATERIALIZED VIEW`: one outcome per view refreshed, the
+    /// named view last (`CASCADE` refreshes what it reads first).
+    Refreshed(Vec<RefreshOutcome>),
+    /// `DROP MATERIALIZED VIEW`: what `CASCADE` dropped with the named
+    /// views, each with its kind, in PostgreSQL's notice order.
+    Dropped(Vec<(QualifiedName, &'static str)>),
+    /// `SHOW MATERIALIZED VIEWS`: the rows of `materialized_views()`.
+    Shown(DataFrame),
+    /// `VACUUM MATERIALIZED VIEWS`.
+    Vacuumed(CleanupReport),
+    /// Anything else (`EXPLAIN REFRESH`, DataFusion's statements): its
+    /// rows, as `SessionContext::sql` gives them.
+    Rows(DataFrame),
+}
+
+impl StatementOutcome {
+    /// The rows `sql()` returns for it: none for CREATE and DROP; a row per
+    /// view refreshed; the counts VACUUM removed; the rows of the rest.
+    pub fn into_dataframe(self, ctx: &SessionContext) -> Result<DataFrame> {
+        Ok(match self {
+            StatementOutcome::Created(_) | StatementOutcome::Dropped(_) => no_rows(ctx),
+            StatementOutcome::Refreshed(outcomes) => {
+                ctx.read_batch(RefreshOutcome::batch(&outcomes))?
+            }
+            StatementOutcome::Vacuumed(report) => {
+                let schema = Arc::new(Schema::new(vec![
+                    Field::new("manifests_deleted", DataType::Int64, false),
+                    Field::new("files_deleted", DataType::Int64, false),
+                ]));
+                let batch = RecordBatch::try_new(
+                    schema,
+                    vec![
+                        Arc::new(Int64Array::from(vec![report.manifests_deleted as i64])),
+                        Arc::new(Int64Array::from(vec![report.files_deleted as i64])),
+                    ],
+                )?;
+                ctx.read_batch(batch)?
+            }
+            StatementOutcome::Shown(df) | StatementOutcome::Rows(df) => df,
+        })
+    }
+}
+
 impl RefreshOutcome {
     /// The rows `sql("REFRESH ...")` returns, one per view refreshed:
     /// `view`, `mode`, `rows_written`, `version`, `rows_deleted`, `detail`.
@@ -579,6 +636,22 @@ impl MatviewSession {
     /// `CREATE EXTERNAL TABLE` / `CREATE VIEW` (DataFusion's printed form of
     /// a statement can leave out its options).
     async fn run(&self, statement: Statement, text: Option<&str>) -> Result<DataFrame> {
+        self.run_statement(statement, text)
+            .await?
+            .into_dataframe(&self.ctx)
+    }
+
+    /// Runs one parsed statement and says what it did, typed: the one
+    /// place a statement is dispatched. `sql()` returns the outcome's rows
+    /// ([`StatementOutcome::into_dataframe`]); `dfmv`, the server and
+    /// Flight SQL print or serialise the outcome. `text` is how the user
+    /// wrote the statement (kept for a remembered `CREATE EXTERNAL TABLE`
+    /// or `CREATE VIEW`).
+    pub async fn run_statement(
+        &self,
+        statement: Statement,
+        text: Option<&str>,
+    ) -> Result<StatementOutcome> {
         self.sync().await?;
         if self.options.list_files_per_statement {
             let cache = &self.ctx.runtime_env().cache_manager;
@@ -588,45 +661,32 @@ impl MatviewSession {
                 listings.clear();
             }
         }
-        match statement {
-            Statement::Create(create) => {
+        Ok(match statement {
+            Statement::Create(create) => StatementOutcome::Created(
                 self.create(&create, None)
                     .await
-                    .map_err(|e| self.refused("CREATE MATERIALIZED VIEW", e))?;
-                self.empty()
+                    .map_err(|e| self.refused("CREATE MATERIALIZED VIEW", e))?,
+            ),
+            Statement::Refresh(refresh) => StatementOutcome::Refreshed(
+                self.refresh_pinned(&refresh, &refresh::PinnedSources::new())
+                    .await?,
+            ),
+            Statement::ExplainRefresh(refresh) => {
+                StatementOutcome::Rows(self.explain_refresh(&refresh).await?)
             }
-            Statement::Refresh(refresh) => {
-                let outcomes = self
-                    .refresh_pinned(&refresh, &refresh::PinnedSources::new())
-                    .await?;
-                Ok(self.ctx.read_batch(RefreshOutcome::batch(&outcomes))?)
-            }
-            Statement::ExplainRefresh(refresh) => self.explain_refresh(&refresh).await,
             Statement::Drop(drop) => {
-                self.drop_materialized_views(&drop).await?;
-                self.empty()
+                StatementOutcome::Dropped(self.drop_materialized_views(&drop).await?)
             }
-            Statement::Show { like } => self.show(like.as_deref()).await,
-            Statement::Vacuum => {
-                let report = self
-                    .cleanup()
+            Statement::Show { like } => StatementOutcome::Shown(self.show(like.as_deref()).await?),
+            Statement::Vacuum => StatementOutcome::Vacuumed(
+                self.cleanup()
                     .await
-                    .map_err(|e| self.refused("VACUUM MATERIALIZED VIEWS", e))?;
-                let schema = Arc::new(Schema::new(vec![
-                    Field::new("manifests_deleted", DataType::Int64, false),
-                    Field::new("files_deleted", DataType::Int64, false),
-                ]));
-                let batch = RecordBatch::try_new(
-                    schema,
-                    vec![
-                        Arc::new(Int64Array::from(vec![report.manifests_deleted as i64])),
-                        Arc::new(Int64Array::from(vec![report.files_deleted as i64])),
-                    ],
-                )?;
-                Ok(self.ctx.read_batch(batch)?)
+                    .map_err(|e| self.refused("VACUUM MATERIALIZED VIEWS", e))?,
+            ),
+            Statement::DataFusion(statement) => {
+                StatementOutcome::Rows(self.execute_datafusion(*statement, text).await?)
             }
-            Statement::DataFusion(statement) => self.execute_datafusion(*statement, text).await,
-        }
+        })
     }
 
     /// After a query over materialized view `name` failed reading Parquet:
@@ -645,11 +705,7 @@ impl MatviewSession {
     }
 
     fn empty(&self) -> Result<DataFrame> {
-        let plan = LogicalPlan::EmptyRelation(EmptyRelation {
-            produce_one_row: false,
-            schema: Arc::new(DFSchema::empty()),
-        });
-        Ok(DataFrame::new(self.ctx.state(), plan))
+        Ok(no_rows(&self.ctx))
     }
 
     async fn show(&self, like: Option<&str>) -> Result<DataFrame> {

@@ -141,3 +141,70 @@ async fn a_query_is_one_query_and_nothing_else() {
     }
     assert!(s.catalog().index().view(&name).is_none());
 }
+
+#[tokio::test]
+async fn every_view_statement_is_dispatched_once_and_answers_typed() {
+    use datafusion_matview::StatementOutcome;
+    use datafusion_matview::sql::parse_sql_with_text;
+
+    let s = MatviewSession::open(SessionContext::new(), "memory://")
+        .await
+        .unwrap();
+    let run = |sql: &'static str| {
+        let s = s.clone();
+        async move {
+            let mut parsed = parse_sql_with_text(sql, "generic", 50).unwrap();
+            let (statement, text) = parsed.pop().unwrap();
+            s.run_statement(statement, Some(&text)).await.unwrap()
+        }
+    };
+    run("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)").await;
+    match run("CREATE MATERIALIZED VIEW v AS SELECT sum(x) AS s FROM t").await {
+        StatementOutcome::Created(outcome) => {
+            assert_eq!(
+                (outcome.action, outcome.rows_written),
+                (CreateAction::Created, Some(1))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match run("CREATE MATERIALIZED VIEW w AS SELECT s FROM v").await {
+        StatementOutcome::Created(_) => {}
+        other => panic!("{other:?}"),
+    }
+    match run("REFRESH MATERIALIZED VIEW v").await {
+        StatementOutcome::Refreshed(outcomes) => {
+            // An in-memory table has no files to fingerprint: full.
+            assert_eq!(outcomes.len(), 1);
+            assert_eq!(outcomes[0].mode, RefreshMode::Full);
+        }
+        other => panic!("{other:?}"),
+    }
+    match run("SHOW MATERIALIZED VIEWS").await {
+        StatementOutcome::Shown(df) => assert_eq!(df.count().await.unwrap(), 2),
+        other => panic!("{other:?}"),
+    }
+    match run("DROP MATERIALIZED VIEW v CASCADE").await {
+        StatementOutcome::Dropped(cascaded) => {
+            let names: Vec<_> = cascaded
+                .iter()
+                .map(|(n, k)| (n.name.as_str(), *k))
+                .collect();
+            assert_eq!(names, [("w", "materialized view")]);
+        }
+        other => panic!("{other:?}"),
+    }
+    match run("VACUUM MATERIALIZED VIEWS").await {
+        StatementOutcome::Vacuumed(_) => {}
+        other => panic!("{other:?}"),
+    }
+    // sql() gives the outcome's rows: none for DROP, a row per view for
+    // REFRESH, the query's for the rest.
+    match run("SELECT count(*) FROM t").await {
+        outcome @ StatementOutcome::Rows(_) => {
+            let df = outcome.into_dataframe(s.context()).unwrap();
+            assert_eq!(df.count().await.unwrap(), 1);
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -13,10 +13,9 @@ use std::time::Instant;
 
 use datafusion::arrow::array::{RecordBatch, StringArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::common::DFSchema;
 use datafusion::dataframe::DataFrame;
 use datafusion::execution::memory_pool::MemoryConsumer;
-use datafusion::logical_expr::{EmptyRelation, LogicalPlan};
+use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::execution_plan::EmissionType;
 use datafusion::physical_plan::spill::get_record_batch_memory_size;
 use datafusion::physical_plan::{ExecutionPlanProperties, execute_stream};
@@ -26,12 +25,9 @@ use datafusion_cli::command::{Command, OutputFormat};
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use datafusion_matview::spec::QualifiedName;
-use datafusion_matview::sql::{
-    CreateMaterializedView, RefreshMaterializedView, ScriptChunk, ScriptSplitter, Statement,
-    parse_sql_with_text,
-};
+use datafusion_matview::sql::{ScriptChunk, ScriptSplitter, Statement, parse_sql_with_text};
 use datafusion_matview::{
-    CreateAction, CreateOutcome, MatviewSession, RefreshMode, RefreshOutcome,
+    CreateAction, CreateOutcome, MatviewSession, RefreshMode, RefreshOutcome, StatementOutcome,
 };
 use futures::StreamExt;
 
@@ -180,18 +176,6 @@ async fn exec_statement(
     let started = Instant::now();
     let session = &app.session;
     match statement {
-        Statement::Create(create) => create_view(app, print_options, &create, started).await,
-        Statement::Refresh(refresh) => refresh_view(app, print_options, &refresh, started).await,
-        statement @ Statement::Show { .. } => {
-            let df = session.execute(statement).await?;
-            let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
-            let mut batches = df.collect().await?;
-            if batches.is_empty() {
-                batches.push(RecordBatch::new_empty(schema));
-            }
-            let (schema, batches) = display::humanize_show(&batches)?;
-            print_batches(app, print_options, schema, &batches, started)
-        }
         Statement::DataFusion(statement) => {
             if let Some(create) = context::stdin_table(session.context(), &statement).await? {
                 let df = session
@@ -233,30 +217,53 @@ async fn exec_statement(
                 other => other,
             }
         }
-        Statement::Drop(drop) => {
-            let cascaded = session.drop_materialized_views(&drop).await?;
-            if !print_options.quiet {
-                // PostgreSQL's notice, one line per object dropped with them.
-                let (catalog, schema) = context::defaults(session.context());
-                for (name, kind) in &cascaded {
-                    eprintln!(
-                        "NOTICE: drop cascades to {kind} {}",
-                        name.short_quoted(&catalog, &schema)
-                    );
+        // The view statements: the library runs them and says what they
+        // did; this prints it.
+        statement => {
+            let named = match &statement {
+                Statement::Create(create) => Some(create.name.clone()),
+                Statement::Refresh(refresh) => Some(refresh.name.clone()),
+                _ => None,
+            };
+            let result = session.run_statement(statement, Some(text)).await;
+            app.progress.clear();
+            match result? {
+                StatementOutcome::Created(outcome) => {
+                    created(app, print_options, named.as_ref(), &outcome, started).await
+                }
+                StatementOutcome::Refreshed(outcomes) => {
+                    refreshed(app, print_options, named.as_ref(), &outcomes, started).await
+                }
+                StatementOutcome::Dropped(cascaded) => {
+                    if !print_options.quiet {
+                        // PostgreSQL's notice, one line per object dropped
+                        // with them.
+                        let (catalog, schema) = context::defaults(session.context());
+                        for (name, kind) in &cascaded {
+                            eprintln!(
+                                "NOTICE: drop cascades to {kind} {}",
+                                name.short_quoted(&catalog, &schema)
+                            );
+                        }
+                    }
+                    let df = datafusion_matview::session::no_rows(session.context());
+                    print_dataframe(app, print_options, df, started, false).await
+                }
+                StatementOutcome::Shown(df) => {
+                    let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+                    let mut batches = df.collect().await?;
+                    if batches.is_empty() {
+                        batches.push(RecordBatch::new_empty(schema));
+                    }
+                    let (schema, batches) = display::humanize_show(&batches)?;
+                    print_batches(app, print_options, schema, &batches, started)
+                }
+                // Whatever else the library adds: its rows as they are.
+                other => {
+                    let df = other.into_dataframe(session.context())?;
+                    print_dataframe(app, print_options, df, started, false).await
                 }
             }
-            // No rows, no columns: what DROP returns through sql().
-            let empty = LogicalPlan::EmptyRelation(EmptyRelation {
-                produce_one_row: false,
-                schema: Arc::new(DFSchema::empty()),
-            });
-            let df = DataFrame::new(session.context().state(), empty);
-            print_dataframe(app, print_options, df, started, false).await
-        }
-        // Whatever the library adds: its result as is.
-        statement => {
-            let df = session.execute(statement).await?;
-            print_dataframe(app, print_options, df, started, false).await
         }
     }
 }
@@ -386,20 +393,19 @@ pub fn qualify(session: &MatviewSession, name: &ObjectName) -> Result<QualifiedN
     Ok(datafusion_matview::sql::qualify(session.context(), name)?)
 }
 
-async fn create_view(
+/// Prints what CREATE MATERIALIZED VIEW `name` did.
+async fn created(
     app: &App,
     print_options: &PrintOptions,
-    create: &CreateMaterializedView,
+    name: Option<&ObjectName>,
+    outcome: &CreateOutcome,
     started: Instant,
 ) -> Result<()> {
     let session = &app.session;
-    let result = session.create_materialized_view(create).await;
-    app.progress.clear();
-    let outcome = result?;
     let display = &outcome.view;
-    let size = match qualify(session, &create.name) {
-        Ok(name) => session.catalog().entry(&name).await.ok().flatten(),
-        Err(_) => None,
+    let size = match name.map(|name| qualify(session, name)) {
+        Some(Ok(name)) => session.catalog().entry(&name).await.ok().flatten(),
+        _ => None,
     }
     .and_then(|v| v.snapshot)
     .map(|s| s.size_bytes);
@@ -407,7 +413,7 @@ async fn create_view(
         eprintln!("NOTICE: relation \"{display}\" already exists, skipping");
     }
     if structured(print_options) {
-        let batch = CreateOutcome::batch(std::slice::from_ref(&outcome));
+        let batch = CreateOutcome::batch(std::slice::from_ref(outcome));
         print_batches(app, print_options, batch.schema(), &[batch], started)?;
     } else if !print_options.quiet {
         match outcome.rows_written {
@@ -430,23 +436,21 @@ async fn create_view(
     Ok(())
 }
 
-async fn refresh_view(
+/// Prints what REFRESH MATERIALIZED VIEW `name` did: one outcome per view
+/// refreshed (CASCADE refreshes what it reads first), the named view last.
+async fn refreshed(
     app: &App,
     print_options: &PrintOptions,
-    refresh: &RefreshMaterializedView,
+    name: Option<&ObjectName>,
+    outcomes: &[RefreshOutcome],
     started: Instant,
 ) -> Result<()> {
     let session = &app.session;
-    let result = session.refresh(refresh).await;
-    app.progress.clear();
-    // One outcome per view refreshed (CASCADE refreshes what it reads
-    // first); the named view comes last.
-    let outcomes = result?;
     if structured(print_options) {
-        let batch = RefreshOutcome::batch(&outcomes);
+        let batch = RefreshOutcome::batch(outcomes);
         print_batches(app, print_options, batch.schema(), &[batch], started)?;
     } else if !print_options.quiet {
-        for outcome in &outcomes {
+        for outcome in outcomes {
             let what = match outcome.mode {
                 RefreshMode::NoOp => format!("no_op ({})", outcome.detail),
                 RefreshMode::Incremental => format!(
@@ -463,7 +467,8 @@ async fn refresh_view(
             );
         }
     }
-    let name = qualify(session, &refresh.name)?;
+    let Some(name) = name else { return Ok(()) };
+    let name = qualify(session, name)?;
     if let (Some(snapshot), Some(outcome)) = (
         session
             .catalog()
