@@ -59,8 +59,10 @@ use crate::spec::{
 };
 use crate::table::{MaterializedViewTable, SnapshotTable};
 
+mod reason;
 mod shape;
 
+pub(crate) use reason::{FullReason, NotIncremental};
 pub(crate) use shape::Shape;
 
 /// Most groups of source files a full refresh writes for lineage.
@@ -96,7 +98,7 @@ pub(crate) enum Strategy {
     /// Less than a full recomputation; the detail says what.
     Incremental { write: Write, detail: String },
     /// Recompute everything, for this reason.
-    Full(String),
+    Full(FullReason),
 }
 
 /// The file-backed table whose files changed since the last refresh, the
@@ -202,27 +204,28 @@ pub(crate) fn only_table(
 pub(crate) fn changed_table<'a>(
     diff: &Diff<'a>,
     display: impl Fn(&QualifiedName) -> String,
-) -> std::result::Result<Change<'a>, String> {
+) -> std::result::Result<Change<'a>, FullReason> {
     // Computing only what changed is sound only over the same definitions:
     // a redefined relation anywhere on the path changes every row.
     match diff.redefinition() {
         Some(Redefinition::NotRecorded(name)) => {
-            return Err(format!(
-                "the definition of {} was not recorded at the last refresh",
-                display(name)
-            ));
+            return Err(FullReason::DefinitionNotRecorded {
+                relation: display(name),
+            });
         }
         Some(Redefinition::Redefined(name)) => {
-            return Err(format!("{} was redefined", display(name)));
+            return Err(FullReason::Redefined {
+                relation: display(name),
+            });
         }
         None => {}
     }
     let name = match diff.changed_tables().as_slice() {
         [name] => *name,
-        [] => return Err("its sources were replaced".into()),
+        [] => return Err(FullReason::SourcesReplaced),
         many => {
-            let names: Vec<String> = many.iter().map(|n| display(n)).collect();
-            return Err(format!("{} changed", names.join(" and ")));
+            let tables = many.iter().map(|n| display(n)).collect();
+            return Err(FullReason::SeveralChanged { tables });
         }
     };
     let only_source = diff.table_count() == 1;
@@ -253,11 +256,12 @@ pub(crate) fn changed_table<'a>(
             after,
             only_source,
         }),
-        (_, Some(Fingerprint::Snapshot { .. })) => Err(format!(
-            "{} is a materialized view that was emptied or populated",
-            display(name)
-        )),
-        _ => Err(format!("{} is not a file-backed table", display(name))),
+        (_, Some(Fingerprint::Snapshot { .. })) => Err(FullReason::ViewEmptiedOrPopulated {
+            view: display(name),
+        }),
+        _ => Err(FullReason::NotFileBacked {
+            relation: display(name),
+        }),
     }
 }
 
@@ -277,11 +281,13 @@ impl Files {
         provider: &Arc<dyn TableProvider>,
         name: &str,
         catalog: &Arc<Catalog>,
-    ) -> std::result::Result<Files, String> {
+    ) -> std::result::Result<Files, FullReason> {
         if let Some(view) =
             (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
         {
-            let snapshot = view.snapshot().map_err(|_| format!("{name} has no data"))?;
+            let snapshot = view.snapshot().map_err(|_| FullReason::NoData {
+                view: name.to_owned(),
+            })?;
             return Ok(Files::View {
                 catalog: Arc::clone(catalog),
                 snapshot,
@@ -346,12 +352,16 @@ impl Files {
 fn listing_of(
     provider: &Arc<dyn TableProvider>,
     name: &str,
-) -> std::result::Result<ListingTable, String> {
+) -> std::result::Result<ListingTable, FullReason> {
     let listing = (provider.as_ref() as &dyn std::any::Any)
         .downcast_ref::<ListingTable>()
-        .ok_or_else(|| format!("{name} is not a file-backed table"))?;
+        .ok_or_else(|| FullReason::NotFileBacked {
+            relation: name.to_owned(),
+        })?;
     if !listing.options().table_partition_cols.is_empty() {
-        return Err(format!("{name} is partitioned"));
+        return Err(FullReason::Partitioned {
+            table: name.to_owned(),
+        });
     }
     Ok(listing.clone())
 }
@@ -417,7 +427,7 @@ pub(crate) fn linear(
     plan: &LogicalPlan,
     provider: &Arc<dyn TableProvider>,
     name: &str,
-) -> std::result::Result<bool, String> {
+) -> std::result::Result<bool, NotIncremental> {
     if !reads_anywhere(plan, provider) {
         // Unchanged: any shape.
         return Ok(false);
@@ -428,7 +438,9 @@ pub(crate) fn linear(
         Ok(TreeNodeRecursion::Stop)
     });
     if subquery {
-        return Err(format!("not incremental: a subquery reads {name}"));
+        return Err(NotIncremental::Subquery {
+            source: name.to_owned(),
+        });
     }
     match plan {
         LogicalPlan::TableScan(_) => Ok(true),
@@ -446,7 +458,9 @@ pub(crate) fn linear(
             let right = linear(&join.right, provider, name)?;
             let allowed = match (left, right) {
                 (true, true) => {
-                    return Err(format!("not incremental: {name} is joined with itself"));
+                    return Err(NotIncremental::SelfJoin {
+                        source: name.to_owned(),
+                    });
                 }
                 (true, false) => matches!(
                     join.join_type,
@@ -460,16 +474,18 @@ pub(crate) fn linear(
             if allowed {
                 Ok(true)
             } else {
-                Err(format!(
-                    "not incremental: a {} join does not keep the rows of {name} one by one",
-                    join.join_type.to_string().to_lowercase()
-                ))
+                Err(NotIncremental::Join {
+                    join: join.join_type.to_string().to_lowercase(),
+                    source: name.to_owned(),
+                })
             }
         }
         node => {
             let text = node.display().to_string();
             let kind = text.split(':').next().unwrap_or(&text).trim();
-            Err(format!("not incremental: {kind}"))
+            Err(NotIncremental::Node {
+                kind: kind.to_owned(),
+            })
         }
     }
 }
@@ -577,8 +593,10 @@ pub(crate) fn full(
 /// Why a refresh cannot compute only what changed in `source` when the
 /// planned query has no scan that is provably `source`: reading the "new
 /// files" of a scan it cannot find would read everything again.
-fn not_found(source: &str) -> String {
-    format!("the query's scan of {source} cannot be told apart from its other relations")
+fn not_found(source: &str) -> FullReason {
+    FullReason::ScanNotFound {
+        source: source.to_owned(),
+    }
 }
 
 /// Chooses how to bring a view up to date after `change` to the table
@@ -648,32 +666,32 @@ pub(crate) fn choose(
     let too_large = |read: u64| total > 0 && read * 2 > total;
 
     match shape {
-        Shape::Other(why) => Ok(Strategy::Full(why.clone())),
+        Shape::Other(why) => Ok(Strategy::Full(why.clone().into())),
         Shape::Aggregate(aggregation) => {
             match linear(&aggregation.input, provider, source) {
                 Ok(true) => {}
                 Ok(false) => return Ok(Strategy::Full(not_found(source))),
-                Err(why) => return Ok(Strategy::Full(why)),
+                Err(why) => return Ok(Strategy::Full(why.into())),
             }
             if nothing {
                 return unchanged();
             }
             if !changed.is_empty() {
-                return Ok(Strategy::Full(format!(
-                    "{what}; rows cannot be taken back out of an aggregate"
-                )));
+                return Ok(Strategy::Full(FullReason::RowsRemovedFromAggregate {
+                    change: what,
+                }));
             }
             if snapshot.state_columns != aggregation.state_columns {
-                return Ok(Strategy::Full(
-                    "the current data holds no state to merge into".into(),
-                ));
+                return Ok(Strategy::Full(FullReason::NoStateToMerge));
             }
             if added.is_empty() {
-                return Ok(Strategy::Full(format!("{source} changed")));
+                return Ok(Strategy::Full(FullReason::SourceChanged {
+                    source: source.to_owned(),
+                }));
             }
             let added_bytes = size_of(&mut added.iter().copied());
             if too_large(added_bytes) {
-                return Ok(Strategy::Full(format!("{what}, more than half of it")));
+                return Ok(Strategy::Full(FullReason::MostlyNew { change: what }));
             }
             let read = added_bytes + snapshot.size_bytes;
             let added: Vec<String> = added.iter().map(|p| p.to_string()).collect();
@@ -701,21 +719,19 @@ pub(crate) fn choose(
             match linear(plan, provider, source) {
                 Ok(true) => {}
                 Ok(false) => return Ok(Strategy::Full(not_found(source))),
-                Err(why) => return Ok(Strategy::Full(why)),
+                Err(why) => return Ok(Strategy::Full(why.into())),
             }
             if nothing {
                 return unchanged();
             }
             if !changed.is_empty() {
                 if !change.only_source {
-                    return Ok(Strategy::Full(format!(
-                        "{what}; lineage is kept only for views over one table"
-                    )));
+                    return Ok(Strategy::Full(FullReason::LineageOfOneTableOnly {
+                        change: what,
+                    }));
                 }
                 if snapshot.files.iter().any(|f| f.lineage.is_none()) {
-                    return Ok(Strategy::Full(format!(
-                        "{what}; the current data has no lineage"
-                    )));
+                    return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
                 }
             }
             // Evict what was computed from changed files; read again
@@ -735,9 +751,7 @@ pub(crate) fn choose(
                 .collect();
             let read_bytes = size_of(&mut read.iter().copied());
             if too_large(read_bytes) {
-                return Ok(Strategy::Full(format!(
-                    "{what}; recomputing would read more than half of it"
-                )));
+                return Ok(Strategy::Full(FullReason::MostlyReread { change: what }));
             }
             let read: Vec<String> = read.into_iter().map(str::to_owned).collect();
             let parts = if read.is_empty() {

@@ -12,7 +12,7 @@ pub(crate) enum Shape {
     /// An aggregate whose outputs can be merged.
     Aggregate(Box<Aggregation>),
     /// Never incremental, for this reason.
-    Other(String),
+    Other(NotIncremental),
 }
 
 /// How one output column of a mergeable aggregate is merged.
@@ -61,7 +61,7 @@ impl Shape {
             Ok(Ok(aggregation)) => Shape::Aggregate(Box::new(aggregation)),
             Ok(Err(why)) => Shape::Other(why),
             // Planning the state columns failed: refresh it fully.
-            Err(e) => Shape::Other(format!("not incremental: {e}")),
+            Err(e) => Shape::Other(NotIncremental::Planning(e.to_string())),
         }
     }
 }
@@ -74,7 +74,9 @@ pub(super) fn unalias(expr: &Expr) -> &Expr {
 }
 
 /// Analyses a plan known to end in projections over an aggregate.
-pub(super) fn aggregation(plan: &LogicalPlan) -> Result<std::result::Result<Aggregation, String>> {
+pub(super) fn aggregation(
+    plan: &LogicalPlan,
+) -> Result<std::result::Result<Aggregation, NotIncremental>> {
     let width = plan.schema().fields().len();
     // Position of each output column in the current node's output.
     let mut map: Vec<usize> = (0..width).collect();
@@ -85,10 +87,9 @@ pub(super) fn aggregation(plan: &LogicalPlan) -> Result<std::result::Result<Aggr
                 let mut next = Vec::with_capacity(map.len());
                 for &i in &map {
                     let Expr::Column(c) = unalias(&p.expr[i]) else {
-                        return Ok(Err(format!(
-                            "not incremental: column \"{}\" is computed from aggregates",
-                            plan.schema().field(next.len()).name()
-                        )));
+                        return Ok(Err(NotIncremental::ComputedFromAggregates {
+                            column: plan.schema().field(next.len()).name().clone(),
+                        }));
                     };
                     next.push(p.input.schema().index_of_column(c)?);
                 }
@@ -105,14 +106,13 @@ pub(super) fn aggregation(plan: &LogicalPlan) -> Result<std::result::Result<Aggr
         .iter()
         .any(|e| matches!(e, Expr::GroupingSet(_)))
     {
-        return Ok(Err("not incremental: GROUPING SETS, ROLLUP or CUBE".into()));
+        return Ok(Err(NotIncremental::GroupingSets));
     }
     let keys = aggregate.group_expr.len();
     if let Some(k) = (0..keys).find(|k| !map.contains(k)) {
-        return Ok(Err(format!(
-            "not incremental: GROUP BY {} is not a column of the view",
-            aggregate.group_expr[k].schema_name()
-        )));
+        return Ok(Err(NotIncremental::KeyNotOutput {
+            key: aggregate.group_expr[k].schema_name().to_string(),
+        }));
     }
     let agg_schema = Arc::clone(&aggregate.schema);
     let mut merges = Vec::with_capacity(width + 2);
@@ -124,18 +124,14 @@ pub(super) fn aggregation(plan: &LogicalPlan) -> Result<std::result::Result<Aggr
             continue;
         }
         let Expr::AggregateFunction(f) = unalias(&aggregate.aggr_expr[j - keys]) else {
-            return Ok(Err("not incremental: an aggregate expression".into()));
+            return Ok(Err(NotIncremental::AggregateExpression));
         };
         let name = f.func.name().to_owned();
         if f.params.distinct {
-            return Ok(Err(format!(
-                "not incremental: {name}(DISTINCT ...) cannot be merged"
-            )));
+            return Ok(Err(NotIncremental::Distinct { function: name }));
         }
         if !f.params.order_by.is_empty() {
-            return Ok(Err(format!(
-                "not incremental: {name}(... ORDER BY ...) cannot be merged"
-            )));
+            return Ok(Err(NotIncremental::Ordered { function: name }));
         }
         merges.push(match name.as_str() {
             "count" | "sum" => Merge::Sum,
@@ -144,9 +140,9 @@ pub(super) fn aggregation(plan: &LogicalPlan) -> Result<std::result::Result<Aggr
             "avg" => {
                 let output = agg_schema.field(j).data_type();
                 if output != &DataType::Float64 {
-                    return Ok(Err(format!(
-                        "not incremental: avg() returning {output} cannot be merged"
-                    )));
+                    return Ok(Err(NotIncremental::AvgOfType {
+                        output: output.to_string(),
+                    }));
                 }
                 let column = plan.schema().field(i).name();
                 let (sum_name, count_name) =
@@ -157,9 +153,9 @@ pub(super) fn aggregation(plan: &LogicalPlan) -> Result<std::result::Result<Aggr
                     .iter()
                     .any(|f| f.name() == &sum_name || f.name() == &count_name)
                 {
-                    return Ok(Err(format!(
-                        "not incremental: a column is named like the state kept for \"{column}\""
-                    )));
+                    return Ok(Err(NotIncremental::StateNameTaken {
+                        column: column.clone(),
+                    }));
                 }
                 for (udaf, state) in [(sum_udaf(), &sum_name), (count_udaf(), &count_name)] {
                     state_exprs.push(
@@ -181,7 +177,9 @@ pub(super) fn aggregation(plan: &LogicalPlan) -> Result<std::result::Result<Aggr
                 }
             }
             other => {
-                return Ok(Err(format!("not incremental: {other}() cannot be merged")));
+                return Ok(Err(NotIncremental::CannotMerge {
+                    function: other.to_owned(),
+                }));
             }
         });
     }

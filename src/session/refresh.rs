@@ -386,7 +386,9 @@ impl MatviewSession {
         };
         let source = self.display(&change.name);
         let Some(provider) = self.source_provider(&change.name, pinned).await? else {
-            return Ok(Strategy::Full(format!("{source} is not a table")));
+            return Ok(Strategy::Full(incremental::FullReason::NotATable {
+                relation: source,
+            }));
         };
         incremental::choose(
             plan,

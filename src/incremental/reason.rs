@@ -1,0 +1,242 @@
+//! Why a refresh recomputes a view whole, typed: the cost model and
+//! `EXPLAIN REFRESH` read the variant, the REFRESH result's `detail` column
+//! shows its words.
+
+use std::fmt;
+
+/// Why a view's query is not refreshed incrementally: its shape, whatever
+/// changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NotIncremental {
+    /// An output column is computed from aggregates (`count(*) + 1`).
+    ComputedFromAggregates {
+        /// The column.
+        column: String,
+    },
+    /// `GROUPING SETS`, `ROLLUP` or `CUBE`.
+    GroupingSets,
+    /// A grouping key is not an output column.
+    KeyNotOutput {
+        /// The key, as DataFusion names it.
+        key: String,
+    },
+    /// An aggregate expression that is not a plain call.
+    AggregateExpression,
+    /// `f(DISTINCT ...)`.
+    Distinct {
+        /// The aggregate function.
+        function: String,
+    },
+    /// `f(... ORDER BY ...)`.
+    Ordered {
+        /// The aggregate function.
+        function: String,
+    },
+    /// `avg()` of another type than `Float64`.
+    AvgOfType {
+        /// Its output type.
+        output: String,
+    },
+    /// An output column has the name of the state kept for another.
+    StateNameTaken {
+        /// The column whose state would be shadowed.
+        column: String,
+    },
+    /// An aggregate function with no merge rule.
+    CannotMerge {
+        /// The aggregate function.
+        function: String,
+    },
+    /// Planning the aggregate's state failed (DataFusion's message).
+    Planning(String),
+    /// A subquery reads the changed table.
+    Subquery {
+        /// The table.
+        source: String,
+    },
+    /// The changed table is joined with itself.
+    SelfJoin {
+        /// The table.
+        source: String,
+    },
+    /// A join that does not keep the changed table's rows one by one.
+    Join {
+        /// The join type, in lower case (`full`, `left anti`, ...).
+        join: String,
+        /// The table.
+        source: String,
+    },
+    /// A plan node over the changed table that is not row-wise.
+    Node {
+        /// The node's kind (`Window`, `Distinct`, `Limit`, ...).
+        kind: String,
+    },
+}
+
+impl fmt::Display for NotIncremental {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not incremental: ")?;
+        match self {
+            Self::ComputedFromAggregates { column } => {
+                write!(f, "column \"{column}\" is computed from aggregates")
+            }
+            Self::GroupingSets => f.write_str("GROUPING SETS, ROLLUP or CUBE"),
+            Self::KeyNotOutput { key } => write!(f, "GROUP BY {key} is not a column of the view"),
+            Self::AggregateExpression => f.write_str("an aggregate expression"),
+            Self::Distinct { function } => write!(f, "{function}(DISTINCT ...) cannot be merged"),
+            Self::Ordered { function } => {
+                write!(f, "{function}(... ORDER BY ...) cannot be merged")
+            }
+            Self::AvgOfType { output } => write!(f, "avg() returning {output} cannot be merged"),
+            Self::StateNameTaken { column } => {
+                write!(f, "a column is named like the state kept for \"{column}\"")
+            }
+            Self::CannotMerge { function } => write!(f, "{function}() cannot be merged"),
+            Self::Planning(message) => f.write_str(message),
+            Self::Subquery { source } => write!(f, "a subquery reads {source}"),
+            Self::SelfJoin { source } => write!(f, "{source} is joined with itself"),
+            Self::Join { join, source } => {
+                write!(
+                    f,
+                    "a {join} join does not keep the rows of {source} one by one"
+                )
+            }
+            Self::Node { kind } => f.write_str(kind),
+        }
+    }
+}
+
+/// Why a stale view is recomputed whole rather than incrementally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FullReason {
+    /// The query's shape (see [`NotIncremental`]).
+    Shape(NotIncremental),
+    /// A relation on the path has no definition recorded at the last
+    /// refresh.
+    DefinitionNotRecorded {
+        /// The relation.
+        relation: String,
+    },
+    /// A relation on the path was redefined.
+    Redefined {
+        /// The relation.
+        relation: String,
+    },
+    /// The sources were replaced by others.
+    SourcesReplaced,
+    /// More than one table changed.
+    SeveralChanged {
+        /// The tables.
+        tables: Vec<String>,
+    },
+    /// A materialized view it reads was emptied or first populated.
+    ViewEmptiedOrPopulated {
+        /// The view.
+        view: String,
+    },
+    /// The changed relation is not a file-backed table.
+    NotFileBacked {
+        /// The relation.
+        relation: String,
+    },
+    /// The changed table is Hive-partitioned.
+    Partitioned {
+        /// The table.
+        table: String,
+    },
+    /// The changed materialized view has no data.
+    NoData {
+        /// The view.
+        view: String,
+    },
+    /// The changed relation is not a table of the session.
+    NotATable {
+        /// The relation.
+        relation: String,
+    },
+    /// The query's scan of the changed table cannot be found.
+    ScanNotFound {
+        /// The table.
+        source: String,
+    },
+    /// Files were removed or rewritten under an aggregate.
+    RowsRemovedFromAggregate {
+        /// What changed (`t: 1 file(s) removed`).
+        change: String,
+    },
+    /// The current data holds no aggregate state to merge into.
+    NoStateToMerge,
+    /// The table changed in another way than files appended.
+    SourceChanged {
+        /// The table.
+        source: String,
+    },
+    /// The appended files are more than half of the table.
+    MostlyNew {
+        /// What changed.
+        change: String,
+    },
+    /// Lineage is kept only for views over one table.
+    LineageOfOneTableOnly {
+        /// What changed.
+        change: String,
+    },
+    /// The current data files have no lineage.
+    NoLineage {
+        /// What changed.
+        change: String,
+    },
+    /// Recomputing what changed would read more than half of the table.
+    MostlyReread {
+        /// What changed.
+        change: String,
+    },
+}
+
+impl fmt::Display for FullReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Shape(why) => why.fmt(f),
+            Self::DefinitionNotRecorded { relation } => write!(
+                f,
+                "the definition of {relation} was not recorded at the last refresh"
+            ),
+            Self::Redefined { relation } => write!(f, "{relation} was redefined"),
+            Self::SourcesReplaced => f.write_str("its sources were replaced"),
+            Self::SeveralChanged { tables } => write!(f, "{} changed", tables.join(" and ")),
+            Self::ViewEmptiedOrPopulated { view } => {
+                write!(
+                    f,
+                    "{view} is a materialized view that was emptied or populated"
+                )
+            }
+            Self::NotFileBacked { relation } => write!(f, "{relation} is not a file-backed table"),
+            Self::Partitioned { table } => write!(f, "{table} is partitioned"),
+            Self::NoData { view } => write!(f, "{view} has no data"),
+            Self::NotATable { relation } => write!(f, "{relation} is not a table"),
+            Self::ScanNotFound { source } => write!(
+                f,
+                "the query's scan of {source} cannot be told apart from its other relations"
+            ),
+            Self::RowsRemovedFromAggregate { change } => {
+                write!(f, "{change}; rows cannot be taken back out of an aggregate")
+            }
+            Self::NoStateToMerge => f.write_str("the current data holds no state to merge into"),
+            Self::SourceChanged { source } => write!(f, "{source} changed"),
+            Self::MostlyNew { change } => write!(f, "{change}, more than half of it"),
+            Self::LineageOfOneTableOnly { change } => {
+                write!(f, "{change}; lineage is kept only for views over one table")
+            }
+            Self::NoLineage { change } => write!(f, "{change}; the current data has no lineage"),
+            Self::MostlyReread { change } => {
+                write!(f, "{change}; recomputing would read more than half of it")
+            }
+        }
+    }
+}
+
+impl From<NotIncremental> for FullReason {
+    fn from(why: NotIncremental) -> Self {
+        FullReason::Shape(why)
+    }
+}
