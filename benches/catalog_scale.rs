@@ -29,8 +29,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use datafusion::prelude::SessionContext;
-use datafusion_matview::sql::ScriptSplitter;
+#[path = "../src/bin/dfmv/script.rs"]
+#[allow(dead_code)]
+mod script;
 use datafusion_matview::{MatviewOptions, MatviewSession};
+use script::ScriptSplitter;
 
 mod common;
 use common::{compare_checked, dfmv, env_usize, median, ms};

@@ -181,13 +181,13 @@ impl Catalog {
         retention: Duration,
     ) -> Result<Self> {
         let catalog = Self::unloaded(location, store_url, store, root, retention);
-        catalog.refresh().await?;
+        catalog.load_latest().await?;
         Ok(catalog)
     }
 
     /// A catalog handle that has read nothing yet (for [`Self::recover`],
     /// which must work when the log cannot be read).
-    pub fn unloaded(
+    pub(crate) fn unloaded(
         location: impl Into<String>,
         store_url: ObjectStoreUrl,
         store: Arc<dyn ObjectStore>,
@@ -260,13 +260,13 @@ impl Catalog {
     }
 
     /// A path relative to the catalog root, for a full object path under it.
-    pub fn relative(&self, path: &Path) -> Option<String> {
+    pub(crate) fn relative(&self, path: &Path) -> Option<String> {
         path.prefix_match(&self.root)
             .map(|parts| Path::from_iter(parts).to_string())
     }
 
     /// URL of a directory relative to the root, for DataFusion's writers.
-    pub fn url_of_dir(&self, relative: &str) -> String {
+    pub(crate) fn url_of_dir(&self, relative: &str) -> String {
         format!("{}{}/", self.store_url.as_str(), self.path(relative))
     }
 
@@ -278,7 +278,7 @@ impl Catalog {
     /// Whether `error` is this catalog's store refusing a request under
     /// the catalog's root for lack of rights. A refusal elsewhere (a
     /// source the user may not read) is not the catalog's.
-    pub fn refused(&self, error: &Error) -> bool {
+    pub(crate) fn refused(&self, error: &Error) -> bool {
         let root = self.root.as_ref();
         let under_root = |path: &str| {
             let path = path.trim_start_matches('/');
@@ -306,7 +306,7 @@ impl Catalog {
 
     /// An object's path as people know it: a local file's absolute path,
     /// else its URL.
-    pub fn display_path(&self, path: &Path) -> String {
+    pub(crate) fn display_path(&self, path: &Path) -> String {
         format!("{}{path}", self.display_prefix())
     }
 

@@ -22,7 +22,7 @@ impl Catalog {
     /// discard data of a refresh that did not commit and of an expired
     /// snapshot. Anything else found there is left alone, and so is a
     /// directory whose name is not a snapshot id.
-    pub async fn delete_dir(&self, relative: &str) -> Result<usize> {
+    pub(crate) async fn delete_dir(&self, relative: &str) -> Result<usize> {
         let is_snapshot_dir = relative
             .rsplit_once('/')
             .is_some_and(|(_, id)| is_snapshot_id(id));

@@ -207,7 +207,7 @@ impl Catalog {
     /// [`Self::reload`] with every view parsed, for what must see them all
     /// (cleanup, recovery): a block of the checkpoint that does not parse
     /// is an error rather than views left out.
-    pub async fn reload_whole(&self) -> Result<Arc<Index>> {
+    pub(crate) async fn reload_whole(&self) -> Result<Arc<Index>> {
         let index = self.reload().await?;
         index.views.read_all().await;
         match index.views.parse_all() {
@@ -217,9 +217,9 @@ impl Catalog {
     }
 
     /// Loads the latest index version (if newer than what is loaded) and
-    /// returns it (see [`Self::refresh`]).
+    /// returns it (see [`Self::load_latest`]).
     pub async fn reload(&self) -> Result<Arc<Index>> {
-        self.refresh().await?;
+        self.load_latest().await?;
         let index = self.index();
         self.check_poisoned()?;
         Ok(index)
@@ -232,7 +232,7 @@ impl Catalog {
     /// the versions committed since, or, far behind, a checkpoint and the
     /// versions after it, whose views are parsed only when needed; it
     /// never lists the log unless the pointer is missing or stale.
-    pub async fn refresh(&self) -> Result<u64> {
+    pub(crate) async fn load_latest(&self) -> Result<u64> {
         let current = self.index();
         // A block of the checkpoint that could not be read (rather than
         // parsed) is mended by reading the index again.
@@ -274,7 +274,7 @@ impl Catalog {
     }
 
     /// The error of a checkpoint whose views did not parse, if any.
-    pub fn check_poisoned(&self) -> Result<()> {
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
         if let Some((path, reason)) = self.index().views.failure() {
             return Err(Error::CorruptManifest { path, reason });
         }

@@ -73,7 +73,7 @@ pub struct Lease {
 
 impl Catalog {
     /// How long a lease holds without renewal.
-    pub fn lease_ttl(&self) -> Duration {
+    pub(crate) fn lease_ttl(&self) -> Duration {
         Duration::from_millis(self.lease_ttl_ms.load(Ordering::Relaxed))
     }
 
@@ -195,7 +195,7 @@ impl Catalog {
 
 impl Leased {
     /// Whether the snapshot directory `dir` is protected.
-    pub fn covers_dir(&self, dir: &str) -> bool {
+    pub(crate) fn covers_dir(&self, dir: &str) -> bool {
         dir.rsplit_once('/')
             .is_some_and(|(_, id)| self.snapshots.contains(id))
     }

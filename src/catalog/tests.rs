@@ -906,7 +906,7 @@ async fn a_checkpoint_whose_views_do_not_parse_fails_every_statement() {
         matches!(&err, Error::CorruptManifest { reason, .. } if reason.contains("views do not parse")),
         "{err}"
     );
-    assert!(reader.refresh().await.is_err(), "and stays failed");
+    assert!(reader.load_latest().await.is_err(), "and stays failed");
 
     // What must see every view refuses to work without them: a cleanup
     // (which would take their logs for orphans) and a commit (whose checks

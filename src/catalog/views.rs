@@ -87,7 +87,7 @@ impl Catalog {
     /// Writes the first version of a new view log holding `view`, for an
     /// index commit to reference (until then nothing does, like data files
     /// not yet committed). Returns the log's slot.
-    pub async fn create_view_log(&self, view: &ViewEntry) -> Result<SlotId> {
+    pub(crate) async fn create_view_log(&self, view: &ViewEntry) -> Result<SlotId> {
         self.create_view_log_in(view, crate::spec::new_id()).await
     }
 
@@ -132,7 +132,7 @@ impl Catalog {
 
     /// Deletes a view log no index version references (a CREATE whose
     /// commit was rejected).
-    pub async fn discard_view_log(&self, slot: &str) -> Result<()> {
+    pub(crate) async fn discard_view_log(&self, slot: &str) -> Result<()> {
         self.view_log(slot).log.delete_all().await?;
         self.view_logs
             .lock()
@@ -317,7 +317,7 @@ impl Catalog {
 
     /// Every view of the loaded index with its latest state, or why it
     /// cannot be read: one broken log does not hide the other views.
-    pub async fn views_each(&self) -> Result<Vec<(QualifiedName, ViewRead)>> {
+    pub(crate) async fn views_each(&self) -> Result<Vec<(QualifiedName, ViewRead)>> {
         self.index().views.read_all().await;
         let reads: Vec<BoxFuture<'_, (QualifiedName, ViewRead)>> = self
             .view_names()?

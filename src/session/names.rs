@@ -170,7 +170,7 @@ impl MatviewSession {
     /// registers, replaces or removes views to match it. Every statement
     /// run through [`Self::sql`] does this first.
     pub async fn sync(&self) -> Result<()> {
-        let version = self.catalog.refresh().await?;
+        let version = self.catalog.load_latest().await?;
         if self.registrations().version == version {
             return Ok(());
         }

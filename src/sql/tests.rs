@@ -1,4 +1,4 @@
-//! Unit tests of parsing and statement splitting.
+//! Unit tests of parsing.
 
 use super::*;
 
@@ -139,32 +139,6 @@ fn statement_text_is_the_users_bytes_with_escapes_kept() {
             "CREATE MATERIALIZED VIEW w AS SELECT 1 WITH  DATA"
         ]
     );
-}
-
-#[test]
-fn a_script_splits_at_lines_that_complete_a_statement() {
-    let script = "-- head; er\nSELECT 'a;\n' AS s;\n\n-- c;\n\nSELECT\n  1; -- one; two\nSELECT 2; /* ; */\n#! no\nSELECT $$;\n$$";
-    let mut splitter = ScriptSplitter::new();
-    let mut chunks = vec![];
-    for line in script.split_inclusive('\n') {
-        chunks.extend(splitter.push_line(line, "postgresql"));
-    }
-    chunks.extend(splitter.finish());
-    let chunk = |text: &str, first_line| ScriptChunk {
-        text: text.into(),
-        first_line,
-    };
-    assert_eq!(
-        chunks,
-        [
-            chunk("SELECT 'a;\n' AS s;\n", 2),
-            chunk("\nSELECT\n  1; -- one; two\n", 6),
-            chunk("SELECT 2; /* ; */\n", 9),
-            chunk("SELECT $$;\n$$", 11),
-        ]
-    );
-    assert!(may_end_statement("  1; -- x\n") && may_end_statement("x;/* y */"));
-    assert!(!may_end_statement("('a;b'),\n") && !may_end_statement("SELECT 1\n"));
 }
 
 #[test]

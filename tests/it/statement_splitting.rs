@@ -9,7 +9,12 @@ use std::process::{Command, Stdio};
 
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use datafusion::sql::sqlparser::dialect::dialect_from_str;
-use datafusion_matview::sql::{ScriptSplitter, Statement, parse_sql};
+use datafusion_matview::sql::{Statement, parse_sql};
+
+#[path = "../../src/bin/dfmv/script.rs"]
+#[allow(dead_code)]
+mod script;
+use script::ScriptSplitter;
 
 /// xorshift64*: small, deterministic, and enough to explore.
 struct Rng(u64);

@@ -18,13 +18,12 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Statement as SQLStatement};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::Token;
 use datafusion_matview::spec::QualifiedName;
-use datafusion_matview::sql::{
-    ScriptSplitter, Statement, parse_sql, quote_ident, tokenize_with_offsets,
-};
+use datafusion_matview::sql::{Statement, parse_sql, quote_ident, tokenize_with_offsets};
 
 use crate::context;
 use crate::display;
 use crate::exec::{App, Result, qualify};
+use crate::script::ScriptSplitter;
 
 /// One view of `views/manifest.json`.
 #[derive(Debug, Clone, PartialEq)]

@@ -25,7 +25,7 @@ use datafusion_cli::command::{Command, OutputFormat};
 use datafusion_cli::print_format::PrintFormat;
 use datafusion_cli::print_options::{MaxRows, PrintOptions};
 use datafusion_matview::spec::QualifiedName;
-use datafusion_matview::sql::{ScriptChunk, ScriptSplitter, Statement, parse_sql_with_text};
+use datafusion_matview::sql::{Statement, parse_sql_with_text};
 use datafusion_matview::{
     CreateAction, CreateOutcome, MatviewSession, RefreshMode, RefreshOutcome, StatementOutcome,
 };
@@ -34,6 +34,7 @@ use futures::StreamExt;
 use crate::context;
 use crate::display;
 use crate::progress::ProgressBars;
+use crate::script::{ScriptChunk, ScriptSplitter};
 
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub type Result<T, E = BoxError> = std::result::Result<T, E>;

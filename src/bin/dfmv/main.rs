@@ -15,6 +15,7 @@ mod display;
 mod exec;
 mod progress;
 mod repl;
+mod script;
 mod serve;
 
 use std::io::IsTerminal;
