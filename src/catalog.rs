@@ -66,6 +66,7 @@ mod recover;
 mod versions;
 mod views;
 
+use commit::Retries;
 pub(crate) use commit::create_only;
 pub use commit::{CommitFailure, Requirement};
 pub(crate) use commit::{IndexCommit, IndexUpdate, ViewCommit};

@@ -395,7 +395,7 @@ pub struct MatviewSession {
     catalog: Arc<Catalog>,
     options: MatviewOptions,
     progress: Option<Arc<dyn ProgressListener>>,
-    registered: Arc<std::sync::Mutex<Registrations>>,
+    synced: Arc<std::sync::Mutex<Synced>>,
     /// Default catalog and schema in force when each plain view of this
     /// session was created (its plan keeps names as written).
     views_created_under: crate::functions::ViewDefaults,
@@ -405,7 +405,7 @@ pub struct MatviewSession {
 
 /// What the session last brought up to the catalog's index.
 #[derive(Debug, Default)]
-struct Registrations {
+struct Synced {
     /// The index version whose schemas list its views.
     version: u64,
     /// The remembered relations as this session last created them (or
@@ -469,7 +469,7 @@ impl MatviewSession {
             catalog,
             options,
             progress: None,
-            registered: Arc::default(),
+            synced: Arc::default(),
             views_created_under,
             family,
         };
@@ -570,7 +570,7 @@ impl MatviewSession {
             catalog: Arc::clone(&self.catalog),
             options: self.options.clone(),
             progress: self.progress.clone(),
-            registered: Arc::clone(&self.registered),
+            synced: Arc::clone(&self.synced),
             views_created_under: Arc::clone(&self.views_created_under),
             family: self.family.clone(),
         }

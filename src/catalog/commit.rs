@@ -277,6 +277,39 @@ impl ViewCommit {
     }
 }
 
+/// The one retry policy of commits, for the index and for views' logs:
+/// at most [`MAX_COMMIT_ATTEMPTS`] attempts, a random wait after each lost
+/// race (see [`journal::back_off`]) so writers that keep colliding spread
+/// out, and a rejection (nothing of it landed) when every attempt lost.
+pub(super) struct Retries {
+    location: String,
+    lost: usize,
+}
+
+impl Retries {
+    /// Before the first attempt of a commit to the catalog at `location`.
+    pub(super) fn new(location: &str) -> Self {
+        Self {
+            location: location.to_owned(),
+            lost: 0,
+        }
+    }
+
+    /// After an attempt lost its race: waits before the next one, or gives
+    /// the commit up when that was the last.
+    pub(super) async fn lost(&mut self) -> Result<(), CommitFailure> {
+        self.lost += 1;
+        if self.lost >= MAX_COMMIT_ATTEMPTS {
+            return Err(CommitFailure::Rejected(Error::TooManyRetries {
+                catalog: self.location.clone(),
+                attempts: MAX_COMMIT_ATTEMPTS,
+            }));
+        }
+        journal::back_off(self.lost - 1).await;
+        Ok(())
+    }
+}
+
 /// How a commit that did not land ended; the only thing that decides
 /// whether the files written for it may be deleted.
 #[derive(Debug)]

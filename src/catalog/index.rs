@@ -659,10 +659,14 @@ impl Catalog {
         let mut base = self.reload().await?;
         let forgotten = self.forgotten.lock().map(|f| f.clone()).unwrap_or_default();
         let commit_id = crate::spec::new_id();
-        for attempt in 0..MAX_COMMIT_ATTEMPTS {
+        let mut retries = Retries::new(&self.location);
+        loop {
             if self.is_format_1() {
+                // Migrated (by this writer or another), then tried again
+                // on the format 2 index; counted as an attempt.
                 self.migrate_from(&base).await?;
                 base = self.reload().await?;
+                retries.lost().await?;
                 continue;
             }
             let mut next = (*base).clone();
@@ -702,7 +706,7 @@ impl Catalog {
                 .map_err(CommitFailure::Unknown)?
             {
                 journal::Put::Lost => {
-                    journal::back_off(attempt).await;
+                    retries.lost().await?;
                     base = self.reload().await?;
                     continue;
                 }
@@ -718,10 +722,6 @@ impl Catalog {
             self.after_index_commit(&next).await;
             return Ok((out, next));
         }
-        Err(CommitFailure::Rejected(Error::TooManyRetries {
-            catalog: self.location.clone(),
-            attempts: MAX_COMMIT_ATTEMPTS,
-        }))
     }
 
     /// Writes a checkpoint when one is due, then the pointer. With a new

@@ -109,6 +109,19 @@ async fn a_conflicting_commit_reruns_the_change_on_the_winner() {
 }
 
 #[tokio::test]
+async fn a_commit_gives_up_after_its_last_lost_race_only() {
+    let mut retries = super::commit::Retries::new("memory:///cat");
+    for _ in 1..MAX_COMMIT_ATTEMPTS {
+        retries.lost().await.unwrap();
+    }
+    let failure = retries.lost().await.unwrap_err();
+    assert!(
+        matches!(failure, CommitFailure::Rejected(Error::TooManyRetries { attempts, .. }) if attempts == MAX_COMMIT_ATTEMPTS),
+        "{failure:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_commit_s_requirements_are_checked_on_the_index_it_lands_on() {
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let a = catalog(Arc::clone(&store), DEFAULT_RETENTION).await;

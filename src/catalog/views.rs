@@ -389,7 +389,8 @@ impl Catalog {
             index = self.reload().await?;
         }
         let commit_id = crate::spec::new_id();
-        for attempt in 0..MAX_COMMIT_ATTEMPTS {
+        let mut retries = Retries::new(&self.location);
+        loop {
             let Some(entry) = index.view(name) else {
                 return Err(CommitFailure::Rejected(Error::CommitConflict {
                     name: display.to_string(),
@@ -417,7 +418,7 @@ impl Catalog {
                 .map_err(CommitFailure::Unknown)?
             {
                 journal::Put::Lost => {
-                    journal::back_off(attempt).await;
+                    retries.lost().await?;
                     index = self.reload().await?;
                     continue;
                 }
@@ -434,10 +435,6 @@ impl Catalog {
             let next = install_view(&log, Arc::new(next));
             return Ok((out, next));
         }
-        Err(CommitFailure::Rejected(Error::TooManyRetries {
-            catalog: self.location.clone(),
-            attempts: MAX_COMMIT_ATTEMPTS,
-        }))
     }
 }
 

@@ -161,8 +161,8 @@ impl MatviewSession {
         self.defaults()
     }
 
-    pub(super) fn registrations(&self) -> std::sync::MutexGuard<'_, Registrations> {
-        self.registered.lock().unwrap_or_else(|e| e.into_inner())
+    pub(super) fn synced(&self) -> std::sync::MutexGuard<'_, Synced> {
+        self.synced.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Catches up with commits of other sessions and processes: loads the
@@ -171,7 +171,7 @@ impl MatviewSession {
     /// run through [`Self::sql`] does this first.
     pub async fn sync(&self) -> Result<()> {
         let version = self.catalog.load_latest().await?;
-        if self.registrations().version == version {
+        if self.synced().version == version {
             return Ok(());
         }
         for (catalog, schema) in self.catalog.schemas() {
@@ -183,7 +183,7 @@ impl MatviewSession {
             }
             self.sync_relations().await?;
         }
-        self.registrations().version = version;
+        self.synced().version = version;
         Ok(())
     }
 
@@ -195,7 +195,7 @@ impl MatviewSession {
     /// over a replaced table read the new one.
     async fn sync_relations(&self) -> Result<()> {
         let now = self.catalog.relations();
-        let applied = std::mem::take(&mut self.registrations().relations);
+        let applied = std::mem::take(&mut self.synced().relations);
         let removed = applied
             .keys()
             .filter(|name| !now.iter().any(|r| &r.name == *name));
@@ -214,7 +214,7 @@ impl MatviewSession {
         if any {
             self.unbind_remembered_views(None)?;
         }
-        self.registrations().relations = now.into_iter().map(|r| (r.name.clone(), r)).collect();
+        self.synced().relations = now.into_iter().map(|r| (r.name.clone(), r)).collect();
         Ok(())
     }
 
@@ -222,7 +222,7 @@ impl MatviewSession {
     /// remembers it (or, `None`, forgot `name`), so that catching up with
     /// the index does not create it again.
     pub(super) fn applied(&self, name: &QualifiedName, relation: Option<&RelationEntry>) {
-        let mut registrations = self.registrations();
+        let mut registrations = self.synced();
         match relation {
             Some(relation) => registrations
                 .relations
