@@ -12,6 +12,7 @@ mod common;
 mod correctness;
 mod dfmv_cli;
 mod dfmv_slt;
+mod docs;
 mod golden;
 mod incremental;
 mod migration;
