@@ -11,6 +11,10 @@ use datafusion_matview::{
     RefreshOptions,
 };
 
+async fn run(s: &MatviewSession, sql: &str) {
+    s.sql(sql).await.unwrap().collect().await.unwrap();
+}
+
 async fn count(s: &MatviewSession, sql: &str) -> i64 {
     let batches = s.sql(sql).await.unwrap().collect().await.unwrap();
     batches[0].column(0).as_primitive::<Int64Type>().value(0)
@@ -22,12 +26,7 @@ async fn views_are_created_refreshed_and_dropped_by_name_and_options() {
     let s = MatviewSession::open(SessionContext::new(), dir.path().to_str().unwrap())
         .await
         .unwrap();
-    s.sql("CREATE TABLE t (x BIGINT) AS VALUES (1), (2)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    run(&s, "CREATE TABLE t (x BIGINT) AS VALUES (1), (2)").await;
     // A name is taken exactly as it is: no case folding, no quoting.
     let mixed = QualifiedName::new("datafusion", "public", "Big Sums");
     let options = CreateOptions {
@@ -57,12 +56,7 @@ async fn views_are_created_refreshed_and_dropped_by_name_and_options() {
     )
     .await
     .unwrap();
-    s.sql("INSERT INTO t VALUES (4)")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    run(&s, "INSERT INTO t VALUES (4)").await;
     let refreshed = s
         .refresh_view(
             &over,
