@@ -674,9 +674,7 @@ impl MatviewSession {
             Statement::ExplainRefresh(refresh) => {
                 StatementOutcome::Rows(self.explain_refresh(&refresh).await?)
             }
-            Statement::Drop(drop) => {
-                StatementOutcome::Dropped(self.drop_materialized_views(&drop).await?)
-            }
+            Statement::Drop(drop) => StatementOutcome::Dropped(self.drop_synced(&drop).await?),
             Statement::Show { like } => StatementOutcome::Shown(self.show(like.as_deref()).await?),
             Statement::Vacuum => StatementOutcome::Vacuumed(
                 self.cleanup()
@@ -702,10 +700,6 @@ impl MatviewSession {
     /// left by failed writers, once older than the retention window.
     pub async fn cleanup(&self) -> Result<CleanupReport> {
         self.catalog.cleanup(Sweep::Full).await
-    }
-
-    fn empty(&self) -> Result<DataFrame> {
-        Ok(no_rows(&self.ctx))
     }
 
     async fn show(&self, like: Option<&str>) -> Result<DataFrame> {

@@ -66,15 +66,6 @@ pub fn parse_namespace(id: &str, delimiter: &str) -> Result<Option<Vec<String>>,
     Ok(Some(parts))
 }
 
-/// `parts` as SQL: each quoted, joined by dots.
-pub fn to_sql(parts: &[String]) -> String {
-    parts
-        .iter()
-        .map(|p| format!("\"{}\"", p.replace('"', "\"\"")))
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
 /// An opaque page token for the position after `key`.
 pub fn encode_token(key: &[String]) -> String {
     let json = serde_json::to_vec(key).unwrap_or_default();
@@ -117,14 +108,6 @@ mod tests {
             Some(vec!["public".to_string()])
         );
         assert!(parse_namespace("a$b$c", "$").is_err());
-    }
-
-    #[test]
-    fn names_are_quoted_exactly() {
-        assert_eq!(
-            to_sql(&["s".into(), "My \"v\"".into()]),
-            "\"s\".\"My \"\"v\"\"\""
-        );
     }
 
     #[test]

@@ -23,6 +23,15 @@ impl MatviewSession {
         drop: &DropMaterializedView,
     ) -> Result<Vec<(QualifiedName, &'static str)>> {
         self.sync().await?;
+        self.drop_synced(drop).await
+    }
+
+    /// [`Self::drop_materialized_views`] once the session has caught up
+    /// with the catalog (the statement dispatcher has).
+    pub(super) async fn drop_synced(
+        &self,
+        drop: &DropMaterializedView,
+    ) -> Result<Vec<(QualifiedName, &'static str)>> {
         let cascaded = self
             .run_drop(drop)
             .await
@@ -374,7 +383,7 @@ impl MatviewSession {
         else {
             unreachable!("checked by caller")
         };
-        let mut result = self.empty()?;
+        let mut result = no_rows(&self.ctx);
         for object in names {
             let name = self.resolve(object)?;
             let gone = kind == Kind::View && targets.iter().any(|(t, _)| *t == name);

@@ -40,6 +40,15 @@ async fn views_are_created_refreshed_and_dropped_by_name_and_options() {
     assert_eq!(created.action, CreateAction::Created);
     assert_eq!(created.rows_written, Some(1));
     assert_eq!(count(&s, r#"SELECT "Total" FROM "Big Sums""#).await, 3);
+    // A quote inside a name is part of the name.
+    let quoted = QualifiedName::new("datafusion", "public", "My \"v\"");
+    s.create_view(&quoted, "SELECT 7 AS x", &CreateOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(count(&s, r#"SELECT x FROM "My ""v""""#).await, 7);
+    s.drop_views(&[quoted], DropOptions::default())
+        .await
+        .unwrap();
     // IF NOT EXISTS over it: skipped, as the statement is.
     let again = CreateOptions {
         if_not_exists: true,
