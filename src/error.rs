@@ -572,17 +572,15 @@ impl Error {
     /// commit's outcome is unknown (a refresh run again is then a `no_op`
     /// if it landed).
     pub fn is_retryable(&self) -> bool {
-        match self {
-            Error::RefreshFailed { source, .. } => source.is_retryable(),
-            _ => matches!(
-                self.code(),
-                ErrorCode::SerializationFailure
-                    | ErrorCode::TransactionResolutionUnknown
-                    | ErrorCode::QueryCanceled
-                    | ErrorCode::OutOfMemory
-                    | ErrorCode::IoError
-            ),
-        }
+        // A failed refresh has the code of what failed.
+        matches!(
+            self.code(),
+            ErrorCode::SerializationFailure
+                | ErrorCode::TransactionResolutionUnknown
+                | ErrorCode::QueryCanceled
+                | ErrorCode::OutOfMemory
+                | ErrorCode::IoError
+        )
     }
 
     /// The refusals for lack of rights in this error's chain of causes:

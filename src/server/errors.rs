@@ -224,11 +224,14 @@ fn status_of(e: &Error, code: ErrorCode) -> StatusCode {
     };
     // A refresh that could not run is the server's failure unless the
     // request itself was wrong.
-    match (e, status) {
-        (Error::RefreshFailed { .. }, S::BAD_REQUEST | S::NOT_FOUND | S::CONFLICT)
-        | (Error::RefreshFailed { .. }, S::FORBIDDEN | S::UNPROCESSABLE_ENTITY) => status,
-        (Error::RefreshFailed { .. }, _) => S::INTERNAL_SERVER_ERROR,
-        _ => status,
+    let request_was_wrong = matches!(
+        status,
+        S::BAD_REQUEST | S::NOT_FOUND | S::CONFLICT | S::FORBIDDEN | S::UNPROCESSABLE_ENTITY
+    );
+    if matches!(e, Error::RefreshFailed { .. }) && !request_was_wrong {
+        S::INTERNAL_SERVER_ERROR
+    } else {
+        status
     }
 }
 
