@@ -87,7 +87,7 @@ impl<'a> Fingerprinter<'a> {
     ) -> Self {
         // Sources are looked up, and tables found by path built, from the
         // files there now.
-        crate::refresh::forget_listings(&state);
+        crate::refresh::plan::forget_listings(&state);
         Self {
             catalogs: Arc::clone(state.catalog_list()),
             state,

@@ -36,7 +36,6 @@ pub mod cluster;
 pub mod error;
 pub mod freshness;
 pub mod functions;
-mod incremental;
 mod refresh;
 mod resolve;
 pub mod schema;

@@ -29,14 +29,16 @@ use object_store::path::Path;
 
 use crate::catalog::{
     Catalog, CleanupReport, DEFAULT_LEASE_TTL, DEFAULT_RETENTION, IndexCommit, IndexUpdate,
-    RecoveryReport, Requirement, Sweep, ViewCommit,
+    RecoveryReport, Requirement, Sweep,
 };
 use crate::error::{Error, Result};
-use crate::freshness::{Diff, Fingerprinter, Freshness};
+use crate::freshness::{Diff, Fingerprinter};
 use crate::functions::MaterializedViewsFunction;
-use crate::incremental::{self, Pin, Shape, Strategy, Write};
 pub use crate::refresh::ProgressListener;
-use crate::refresh::{import_snapshot, plan_definition, rename_columns, state_for, write_snapshot};
+use crate::refresh::plan::{
+    self, Pin, Shape, Strategy, Write, plan_definition, rename_columns, state_for,
+};
+use crate::refresh::write::{import_snapshot, write_snapshot};
 use crate::spec::{
     DEFINITION_FORMAT, Definition, Index, QualifiedName, RelationEntry, RelationKind, Snapshot,
     SourceFingerprint, ViewEntry, view_dir,
@@ -131,7 +133,7 @@ impl Default for MatviewOptions {
 pub enum RefreshMode {
     /// No source changed since the last refresh: nothing was written.
     NoOp,
-    /// Only what changed was computed (see `src/incremental.rs`).
+    /// Only what changed was computed (see `src/refresh/plan.rs`).
     Incremental,
     /// The query ran whole.
     Full,
@@ -652,7 +654,7 @@ impl MatviewSession {
         statement: Statement,
         text: Option<&str>,
     ) -> Result<StatementOutcome> {
-        self.sync().await?;
+        let base = self.sync_base().await?;
         if self.options.list_files_per_statement {
             let cache = &self.ctx.runtime_env().cache_manager;
             if cache.get_list_files_cache_ttl().is_none()
@@ -668,11 +670,11 @@ impl MatviewSession {
                     .map_err(|e| self.refused("CREATE MATERIALIZED VIEW", e))?,
             ),
             Statement::Refresh(refresh) => StatementOutcome::Refreshed(
-                self.refresh_pinned(&refresh, &refresh::PinnedSources::new())
+                self.refresh_pinned(&refresh, &base, &refresh::PinnedSources::new())
                     .await?,
             ),
             Statement::ExplainRefresh(refresh) => {
-                StatementOutcome::Rows(self.explain_refresh(&refresh).await?)
+                StatementOutcome::Rows(self.explain_refresh(&refresh, &base).await?)
             }
             Statement::Drop(drop) => StatementOutcome::Dropped(self.drop_synced(&drop).await?),
             Statement::Show { like } => StatementOutcome::Shown(self.show(like.as_deref()).await?),

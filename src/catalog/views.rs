@@ -170,7 +170,16 @@ impl Catalog {
     /// The latest state of the view named `name` in the loaded index (see
     /// [`Self::reload`]), read from its log on demand; `None`: no such view.
     pub async fn view(&self, name: &QualifiedName) -> Result<Option<Arc<ViewVersion>>> {
-        let index = self.index();
+        self.view_in(&self.index(), name).await
+    }
+
+    /// The latest state of the view named `name` in `index` (a statement's
+    /// base state), read from its log; `None`: no such view there.
+    pub(crate) async fn view_in(
+        &self,
+        index: &Index,
+        name: &QualifiedName,
+    ) -> Result<Option<Arc<ViewVersion>>> {
         let Some(entry) = index.view(name) else {
             // Not there, or its block of the checkpoint does not parse.
             self.check_poisoned()?;

@@ -743,8 +743,8 @@ impl FlightSqlService for FlightSql {
                     "the relations this prepared statement reads have changed since it was \
                      prepared: it announced columns ({}), it would now answer ({}); prepare it \
                      again",
-                    crate::refresh::describe_columns(&announced),
-                    crate::refresh::describe_columns(now)
+                    crate::refresh::write::describe_columns(&announced),
+                    crate::refresh::write::describe_columns(now)
                 )));
             }
             if let Some(params) = params {

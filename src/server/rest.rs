@@ -373,8 +373,8 @@ fn check_output_schema(
             Condition::SchemaMismatch,
             format!(
                 "output_schema ({}) is not what the query answers ({})",
-                crate::refresh::describe_columns(&expected),
-                crate::refresh::describe_columns(actual)
+                crate::refresh::write::describe_columns(&expected),
+                crate::refresh::write::describe_columns(actual)
             ),
         ));
     }
@@ -701,7 +701,7 @@ async fn refresh(
         .into());
     }
     // What can be checked now is answered now; the job checks again.
-    shared.session.source_states(&pins).await?;
+    shared.session.source_states(&index, &pins).await?;
     let options = RefreshOptions {
         full: request.full,
         cascade: request.cascade,

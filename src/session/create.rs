@@ -221,7 +221,7 @@ impl MatviewSession {
         let name = self.resolve(&create.name)?;
         let display = self.display(&name);
         // The query is planned over the files there now.
-        crate::refresh::forget_listings(&self.ctx.state());
+        crate::refresh::plan::forget_listings(&self.ctx.state());
         let index = self.catalog.reload().await?;
         let replaced = index.view(&name).map(|e| e.id.clone());
         match self.kind_of(&index, &name).await? {
@@ -312,7 +312,7 @@ impl MatviewSession {
                 schema: plan.schema().as_arrow().clone(),
                 sources: sources.into_iter().collect(),
                 not_reproducible: not_reproducible(&plan, self.options.trust_user_functions),
-                settings: Some(crate::refresh::result_settings(
+                settings: Some(crate::refresh::plan::result_settings(
                     self.ctx.state().config().options(),
                 )),
             },

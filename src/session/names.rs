@@ -166,13 +166,20 @@ impl MatviewSession {
     }
 
     /// Catches up with commits of other sessions and processes: loads the
-    /// latest catalog version (one `HEAD` request when nothing changed) and
-    /// registers, replaces or removes views to match it. Every statement
-    /// run through [`Self::sql`] does this first.
+    /// latest catalog version (two `HEAD` requests when nothing changed)
+    /// and registers, replaces or removes views to match it. Every
+    /// statement run through [`Self::sql`] does this first.
     pub async fn sync(&self) -> Result<()> {
+        self.sync_base().await.map(drop)
+    }
+
+    /// [`Self::sync`], returning the index it loaded: the base state a
+    /// statement works from, so that it loads the index once.
+    pub(crate) async fn sync_base(&self) -> Result<Arc<Index>> {
         let version = self.catalog.load_latest().await?;
+        let base = self.catalog.index();
         if self.synced().version == version {
-            return Ok(());
+            return Ok(base);
         }
         for (catalog, schema) in self.catalog.schemas() {
             self.install_schema(&catalog, &schema)?;
@@ -184,7 +191,7 @@ impl MatviewSession {
             self.sync_relations().await?;
         }
         self.synced().version = version;
-        Ok(())
+        Ok(base)
     }
 
     /// Brings the remembered relations of this session up to the loaded

@@ -1,14 +1,19 @@
-//! `REFRESH MATERIALIZED VIEW`: the decision (no_op, incremental, full),
-//! CASCADE order, EXPLAIN REFRESH, and running the chosen write.
+//! `REFRESH MATERIALIZED VIEW` and `EXPLAIN REFRESH`: the CASCADE order,
+//! and for each view the four stages of [`crate::refresh`] (decide, plan,
+//! write, commit) run against one base state of the catalog, the index
+//! version [`MatviewSession::sync`] loaded when the statement started.
 
 use super::*;
+use crate::refresh::commit::commit_snapshot;
+use crate::refresh::decide::{self, Decision};
+use crate::refresh::{FullReason, failed};
 use crate::spec::ViewVersion;
 
 /// What a refresh of one view will do (see `MatviewSession::plan_refresh`).
 pub(super) struct PlannedRefresh {
     name: QualifiedName,
     display: String,
-    /// Catalog version it was planned against.
+    /// Version of the view's log it was planned against.
     version: u64,
     entry: ViewEntry,
     mode: RefreshMode,
@@ -44,26 +49,15 @@ pub(super) fn explain_write(state: &datafusion::execution::SessionState, write: 
     }
 }
 
-/// Wraps what made a refresh fail, naming the view; conflicts and
-/// definition changes already do.
-pub(super) fn refresh_failed(view: &str, e: Error) -> Error {
-    match e {
-        e @ (Error::DefinitionChanged { .. } | Error::CommitConflict { .. }) => e,
-        e => Error::RefreshFailed {
-            name: view.to_owned(),
-            source: Box::new(e),
-        },
-    }
-}
-
 impl MatviewSession {
     /// Brings a view up to date (see [`Self::plan_refresh`] for how) and
     /// atomically replaces its data; with CASCADE, first the materialized
     /// views it reads (directly or through plain views), in dependency
     /// order, each once. One outcome per view refreshed, the named view last.
     pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<Vec<RefreshOutcome>> {
-        self.sync().await?;
-        self.refresh_pinned(refresh, &PinnedSources::new()).await
+        let base = self.sync_base().await?;
+        self.refresh_pinned(refresh, &base, &PinnedSources::new())
+            .await
     }
 
     /// [`Self::refresh`], reading each materialized view of
@@ -90,7 +84,7 @@ impl MatviewSession {
         if source_versions.is_empty() {
             return self.refresh(refresh).await;
         }
-        self.sync().await?;
+        let base = self.sync_base().await?;
         let name = self.resolve(&refresh.name)?;
         let display = self.display(&name);
         if refresh.cascade {
@@ -98,22 +92,22 @@ impl MatviewSession {
                 "REFRESH MATERIALIZED VIEW {display} CASCADE cannot read pinned source versions: the cascade refreshes those sources first"
             )));
         }
-        let pinned = self.source_states(source_versions).await?;
-        self.refresh_pinned(refresh, &pinned).await
+        let pinned = self.source_states(&base, source_versions).await?;
+        self.refresh_pinned(refresh, &base, &pinned).await
     }
 
     /// The state of each materialized view of `source_versions` at its
-    /// version, checked as [`Self::refresh_at`] checks it.
+    /// version, checked as [`Self::refresh_at`] checks it against `index`.
     pub(crate) async fn source_states(
         &self,
+        index: &Index,
         source_versions: &BTreeMap<QualifiedName, u64>,
     ) -> Result<PinnedSources> {
-        let index = self.catalog.reload().await?;
         let mut pinned = PinnedSources::new();
         for (source, &version) in source_versions {
             let source_display = self.display(source);
             if index.view(source).is_none() {
-                return Err(match self.kind_of(&index, source).await? {
+                return Err(match self.kind_of(index, source).await? {
                     Some(_) => Error::NotSupported(format!(
                         "cannot read \"{source_display}\" at version {version}: only materialized views have versions (a table's files do not)"
                     )),
@@ -131,14 +125,18 @@ impl MatviewSession {
         Ok(pinned)
     }
 
+    /// Runs a REFRESH statement against `base`, the index version the
+    /// statement started from.
     pub(super) async fn refresh_pinned(
         &self,
         refresh: &RefreshMaterializedView,
+        base: &Index,
         pinned: &PinnedSources,
     ) -> Result<Vec<RefreshOutcome>> {
+        self.catalog.check_poisoned()?;
         let mut outcomes = vec![];
-        for (name, full) in self.refresh_order(refresh).await? {
-            let planned = self.plan_refresh(&name, full, pinned).await?;
+        for (name, full) in self.refresh_order(refresh, base).await? {
+            let planned = self.plan_refresh(base, &name, full, pinned).await?;
             let outcome = self
                 .run_refresh(planned)
                 .await
@@ -155,12 +153,12 @@ impl MatviewSession {
     pub(super) async fn refresh_order(
         &self,
         refresh: &RefreshMaterializedView,
+        base: &Index,
     ) -> Result<Vec<(QualifiedName, bool)>> {
         let name = self.resolve(&refresh.name)?;
         let mut order = vec![];
         if refresh.cascade {
-            let index = self.catalog.reload().await?;
-            self.upstream_views(&index, &name, &mut order).await?;
+            self.upstream_views(base, &name, &mut order).await?;
         }
         let mut order: Vec<(QualifiedName, bool)> = order.into_iter().map(|n| (n, false)).collect();
         order.push((name, refresh.full));
@@ -213,13 +211,15 @@ impl MatviewSession {
         Ok(())
     }
 
-    /// Decides how to bring view `name` up to date, without changing
-    /// anything: `no_op` when no source changed since the last refresh,
-    /// `incremental` when one file-backed table changed and the query's
-    /// shape allows computing only what changed (see
-    /// [`crate::incremental`]), else `full`; with the reason.
+    /// Decides how to bring view `name` up to date and plans it, without
+    /// changing anything (stages 1 and 2 of [`crate::refresh`]): `no_op`
+    /// when no source changed since the last refresh, `incremental` when
+    /// one file-backed table changed and the query's shape allows
+    /// computing only what changed (see [`crate::refresh::plan`]), else
+    /// `full`; with the reason. `base` is the statement's index version.
     pub(super) async fn plan_refresh(
         &self,
+        base: &Index,
         name: &QualifiedName,
         full: bool,
         pinned: &PinnedSources,
@@ -227,14 +227,9 @@ impl MatviewSession {
         let display = self.display(name);
         // Sources are looked up (a table found by path infers its schema
         // from a listing) from the files there now.
-        crate::refresh::forget_listings(&self.ctx.state());
-        let index = self.catalog.reload().await?;
-        let view_state = match index.view(name) {
-            Some(_) => self.catalog.view(name).await?,
-            None => None,
-        };
-        let Some(view_state) = view_state else {
-            return Err(match self.kind_of(&index, name).await? {
+        plan::forget_listings(&self.ctx.state());
+        let Some(view_state) = self.catalog.view_in(base, name).await? else {
+            return Err(match self.kind_of(base, name).await? {
                 Some(_) => Error::WrongObjectType {
                     name: display,
                     expected: "materialized view",
@@ -244,7 +239,7 @@ impl MatviewSession {
             });
         };
         let entry = view_state.view.clone();
-        let failed = |e: Error| refresh_failed(&display, e);
+        let refresh_failed = |e: Error| failed(&display, e);
         if entry.definition.format > DEFINITION_FORMAT {
             return Err(Error::UnsupportedDefinition {
                 name: display,
@@ -253,8 +248,8 @@ impl MatviewSession {
             });
         }
         for source in &entry.definition.sources {
-            if index.view(source).is_none() && self.registered(source).await?.is_none() {
-                return Err(failed(Error::RelationNotFound {
+            if base.view(source).is_none() && self.registered(source).await?.is_none() {
+                return Err(refresh_failed(Error::RelationNotFound {
                     name: self.display(source),
                 }));
             }
@@ -263,7 +258,7 @@ impl MatviewSession {
         // process (see `rebind`).
         self.rebind_views(&entry.definition.sources)
             .await
-            .map_err(failed)?;
+            .map_err(refresh_failed)?;
         // Fingerprint the sources before reading them: a change made while
         // the query runs leaves the view stale, never wrongly fresh.
         // Planning reads no data, so the two run together.
@@ -272,7 +267,7 @@ impl MatviewSession {
             plan_definition(self.ctx.state(), &display, &entry.definition),
             fingerprinter.sources(&entry.definition.sources)
         );
-        let (state, plan) = planned.map_err(failed)?;
+        let (state, plan) = planned.map_err(refresh_failed)?;
         let fingerprints = fingerprints?;
         let source_versions = fingerprinter.versions_read();
         if let Some((source, state)) = pinned
@@ -285,10 +280,6 @@ impl MatviewSession {
                 reason: format!("materialized view \"{display}\" does not read it"),
             });
         }
-        // Analysed only when the view is not fresh.
-        let mut shape = None;
-        let mut mode = RefreshMode::Full;
-        let mut chosen = None;
         // Judged on today's plan too: a definition stored by an older
         // build may not have recorded it.
         let not_reproducible = entry
@@ -296,40 +287,33 @@ impl MatviewSession {
             .not_reproducible
             .clone()
             .or_else(|| not_reproducible(&plan, self.options.trust_user_functions));
-        let detail = match (&entry.snapshot, not_reproducible) {
-            (None, _) => "first refresh".to_string(),
-            (Some(_), _) if full => "FULL requested".to_string(),
-            (Some(_), Some(why)) => why,
-            (Some(snapshot), None) => {
-                let has_sources = !entry.definition.sources.is_empty();
-                let diff = Diff::new(&snapshot.sources, &fingerprints, has_sources);
-                match diff.freshness() {
-                    Freshness::Fresh => {
-                        mode = RefreshMode::NoOp;
-                        "sources unchanged".into()
+        let decision = decide::decide(
+            entry.snapshot.as_ref(),
+            &fingerprints,
+            full,
+            not_reproducible,
+            !entry.definition.sources.is_empty(),
+        );
+        // Analysed only when the view is not fresh.
+        let mut shape = None;
+        let (mode, detail, chosen) = match decision {
+            Decision::NoOp => (RefreshMode::NoOp, "sources unchanged".to_string(), None),
+            Decision::Full(why) => (RefreshMode::Full, why.describe(|n| self.names(n)), None),
+            Decision::Stale { changed, diff } => {
+                let shape = shape.insert(Shape::of(&plan));
+                let snapshot = entry.snapshot.as_ref().expect("stale views have data");
+                match self
+                    .choose_incremental(&plan, shape, snapshot, &diff, pinned)
+                    .await?
+                {
+                    Strategy::Incremental { write, detail } => {
+                        (RefreshMode::Incremental, detail, Some(write))
                     }
-                    Freshness::Stale(changed) => {
-                        let shape = shape.insert(Shape::of(&plan));
-                        match self
-                            .choose_incremental(&plan, shape, snapshot, &diff, pinned)
-                            .await?
-                        {
-                            Strategy::Incremental { write, detail } => {
-                                mode = RefreshMode::Incremental;
-                                chosen = Some(write);
-                                detail
-                            }
-                            Strategy::Full(why) => {
-                                format!("changed: {}; {why}", self.names(&changed))
-                            }
-                        }
-                    }
-                    Freshness::Unknown(unknown) if unknown.is_empty() => {
-                        "no fingerprints recorded at the last refresh".into()
-                    }
-                    Freshness::Unknown(unknown) => {
-                        format!("cannot tell whether {} changed", self.names(&unknown))
-                    }
+                    Strategy::Full(why) => (
+                        RefreshMode::Full,
+                        format!("changed: {}; {why}", self.names(&changed)),
+                        None,
+                    ),
                 }
             }
         };
@@ -371,7 +355,7 @@ impl MatviewSession {
     }
 
     /// How to refresh a stale view incrementally, or why it must be
-    /// recomputed (see [`incremental::choose`]).
+    /// recomputed (see [`plan::choose`]).
     pub(super) async fn choose_incremental(
         &self,
         plan: &LogicalPlan,
@@ -380,17 +364,15 @@ impl MatviewSession {
         diff: &Diff<'_>,
         pinned: &PinnedSources,
     ) -> Result<Strategy> {
-        let change = match incremental::changed_table(diff, |n| self.display(n)) {
+        let change = match decide::changed_table(diff, |n| self.display(n)) {
             Ok(change) => change,
             Err(why) => return Ok(Strategy::Full(why)),
         };
         let source = self.display(&change.name);
         let Some(provider) = self.source_provider(&change.name, pinned).await? else {
-            return Ok(Strategy::Full(incremental::FullReason::NotATable {
-                relation: source,
-            }));
+            return Ok(Strategy::Full(FullReason::NotATable { relation: source }));
         };
-        incremental::choose(
+        plan::choose(
             plan,
             shape,
             snapshot,
@@ -409,7 +391,7 @@ impl MatviewSession {
         pinned: &PinnedSources,
     ) -> Result<Vec<Pin>> {
         let mut pins = vec![];
-        for (name, paths) in incremental::fingerprinted_files(fingerprints) {
+        for (name, paths) in plan::fingerprinted_files(fingerprints) {
             if let Some(provider) = self.source_provider(name, pinned).await?
                 && let Some(pin) = Pin::new(provider, &self.display(name), &self.catalog, paths)
             {
@@ -420,7 +402,7 @@ impl MatviewSession {
     }
 
     /// What a full computation of a view with query `plan` writes (see
-    /// [`incremental::full`]).
+    /// [`plan::full`]).
     pub(super) async fn full_write(
         &self,
         plan: LogicalPlan,
@@ -428,7 +410,7 @@ impl MatviewSession {
         fingerprints: &[SourceFingerprint],
         pinned: &PinnedSources,
     ) -> Result<Write> {
-        let table = incremental::only_table(fingerprints);
+        let table = plan::only_table(fingerprints);
         let provider = match table {
             Some((name, _)) => self.source_provider(name, pinned).await?,
             None => None,
@@ -436,7 +418,7 @@ impl MatviewSession {
         let single = table
             .zip(provider.as_ref())
             .map(|((name, files), provider)| (provider, name, files));
-        incremental::full(plan, shape, single)
+        plan::full(plan, shape, single)
     }
 
     /// The provider a refresh reads source `name` through: held at its
@@ -507,62 +489,11 @@ impl MatviewSession {
             Ok(snapshot) => snapshot,
             Err(e) => {
                 let e = self.explain_write_error(&plans, e).await;
-                return Err(refresh_failed(&display, e));
+                return Err(failed(&display, e));
             }
         };
-        if let Err(e) = lease.confirm(&self.catalog, &snapshot.files).await {
-            let _ = self
-                .catalog
-                .delete_dir(&entry.snapshot_dir(&snapshot))
-                .await;
-            return Err(refresh_failed(&display, e));
-        }
-        let requirements = [
-            Requirement::ViewIs {
-                name: name.clone(),
-                id: entry.id.clone(),
-            },
-            Requirement::SnapshotIs {
-                name: name.clone(),
-                id: entry.snapshot.as_ref().map(|s| s.id.clone()),
-            },
-        ];
-        let commit = ViewCommit::new()
-            .require(requirements)
-            .set_snapshot(snapshot.clone());
-        let version = match self.catalog.commit_view(&name, &display, &commit).await {
-            Ok(view) => {
-                lease.release().await;
-                // A view log is committed apart from the index: a DROP (or
-                // CREATE OR REPLACE) that committed to the index after this
-                // refresh planned leaves this version in a log nothing
-                // reads. Say so rather than report a refresh of a view
-                // that is gone. (An index that cannot be read now says
-                // nothing against a commit that landed.)
-                if let Ok(index) = self.catalog.reload().await {
-                    Requirement::ViewIs {
-                        name: name.clone(),
-                        id: entry.id.clone(),
-                    }
-                    .check(&index, None, &display)?;
-                }
-                view.version
-            }
-            Err(failure) => {
-                // Only what provably did not land is ours to delete; what
-                // may still land keeps its lease until it expires.
-                if failure.is_rejected() {
-                    let _ = self
-                        .catalog
-                        .delete_dir(&entry.snapshot_dir(&snapshot))
-                        .await;
-                    lease.release().await;
-                } else {
-                    lease.keep();
-                }
-                return Err(failure.into());
-            }
-        };
+        let version =
+            commit_snapshot(&self.catalog, &name, &display, &entry, &snapshot, lease).await?;
         Ok(RefreshOutcome {
             view: display,
             mode,
@@ -579,11 +510,13 @@ impl MatviewSession {
     pub(super) async fn explain_refresh(
         &self,
         refresh: &RefreshMaterializedView,
+        base: &Index,
     ) -> Result<DataFrame> {
+        self.catalog.check_poisoned()?;
         let (mut views, mut modes, mut details, mut plans) = (vec![], vec![], vec![], vec![]);
-        for (name, full) in self.refresh_order(refresh).await? {
+        for (name, full) in self.refresh_order(refresh, base).await? {
             let planned = self
-                .plan_refresh(&name, full, &PinnedSources::new())
+                .plan_refresh(base, &name, full, &PinnedSources::new())
                 .await?;
             views.push(planned.display.clone());
             modes.push(planned.mode.as_str());

@@ -33,8 +33,11 @@ pub(crate) async fn build_relation(
 ) -> Result<Arc<dyn TableProvider>> {
     // (Not `state_for`: building a table lists nothing, so there is no
     // listing to forget.)
-    let state =
-        crate::refresh::with_defaults(state, &relation.default_catalog, &relation.default_schema);
+    let state = crate::refresh::plan::with_defaults(
+        state,
+        &relation.default_catalog,
+        &relation.default_schema,
+    );
     match state.create_logical_plan(&relation.sql).await? {
         LogicalPlan::Ddl(DdlStatement::CreateExternalTable(mut create)) => {
             create.name = relation.name.to_table_reference();

@@ -852,6 +852,85 @@ async fn temp_session() -> (tempfile::TempDir, MatviewSession) {
     (dir, s)
 }
 
+/// What a REFRESH of unchanged sources asks of the catalog's store: the
+/// index is loaded once per statement (two `HEAD`s when nothing changed),
+/// each view's log once to plan it and once to commit, and nothing else is
+/// read; CASCADE loads the index no more often than a single refresh.
+#[tokio::test]
+async fn a_refresh_loads_the_index_once_per_statement() {
+    use datafusion_matview::testing::InstrumentedStore;
+    use std::sync::atomic::Ordering::SeqCst;
+
+    let dir = tempfile::tempdir().unwrap();
+    // The catalog's store is counted; the source lives in another.
+    let catalog_store =
+        InstrumentedStore::new(Arc::new(object_store::local::LocalFileSystem::new()));
+    let ctx = SessionContext::new();
+    ctx.register_object_store(
+        &url::Url::parse("file://").unwrap(),
+        Arc::new(catalog_store.clone()),
+    );
+    let sources = Arc::new(InMemory::new());
+    ctx.register_object_store(&url::Url::parse("mem://src").unwrap(), sources.clone());
+    sources
+        .put(&Path::from("t/a.csv"), "n\n1\n2\n".into())
+        .await
+        .unwrap();
+    let s = MatviewSession::open(ctx, &dir.path().join("cat").display().to_string())
+        .await
+        .unwrap();
+    rows(
+        &s,
+        "CREATE EXTERNAL TABLE t (n BIGINT) STORED AS CSV LOCATION 'mem://src/t/' \
+         OPTIONS ('format.has_header' 'true')",
+    )
+    .await;
+    rows(&s, "CREATE MATERIALIZED VIEW v AS SELECT n FROM t").await;
+    rows(
+        &s,
+        "CREATE MATERIALIZED VIEW w AS SELECT count(*) AS c FROM v",
+    )
+    .await;
+    let counted = || {
+        let c = catalog_store.counters();
+        (
+            c.heads.load(SeqCst),
+            c.gets.load(SeqCst),
+            c.lists.load(SeqCst),
+            c.writes.load(SeqCst),
+        )
+    };
+    let cost = |before: (u64, u64, u64, u64)| {
+        let after = counted();
+        (
+            after.0 - before.0,
+            after.1 - before.1,
+            after.2 - before.2,
+            after.3 - before.3,
+        )
+    };
+    let before = counted();
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW v").await.0,
+        "no_op"
+    );
+    // The index (two HEADs: nothing changed) and v's log (one HEAD).
+    assert_eq!(cost(before), (3, 0, 0, 0));
+    let before = counted();
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW w").await.0,
+        "no_op"
+    );
+    // The index (2), w's log (1), and v's log three times: planning w's
+    // query looks v up, fingerprinting reads it, pinning looks it up.
+    assert_eq!(cost(before), (6, 0, 0, 0));
+    let before = counted();
+    let cascade = rows(&s, "REFRESH MATERIALIZED VIEW w CASCADE").await;
+    assert_eq!(cascade[0].num_rows(), 2);
+    // Both refreshes above, with the index loaded once: 3 + 6 - 2.
+    assert_eq!(cost(before), (7, 0, 0, 0));
+}
+
 /// Freshness from listings only, and REFRESH skipping work when nothing changed.
 #[tokio::test]
 async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {

@@ -2,6 +2,8 @@
 
 use super::shape::Merge;
 use super::*;
+use crate::freshness::Diff;
+use crate::refresh::decide::changed_table;
 use datafusion::prelude::{CsvReadOptions, SessionContext};
 
 /// A session with CSV tables `t (a, b)` and `d (a, c)`.

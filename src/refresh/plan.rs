@@ -1,5 +1,9 @@
-//! How a refresh computes a view's new data: which plans it runs, which of
-//! the current snapshot's files it keeps, and why.
+//! The second stage of a refresh: what it computes. A [`Write`] is the
+//! plans a refresh runs and the files of the current snapshot it keeps:
+//! for a full refresh, the view's query (in groups of source files when
+//! it can keep lineage); for an incremental one, the query over what
+//! changed, merged or added to what is kept. Every plan is pinned to the
+//! source files that were fingerprinted ([`Write::pin`]).
 //!
 //! A stale view is refreshed incrementally when exactly one of the tables
 //! it reads (through plain views too) changed, that table is file-backed
@@ -27,8 +31,8 @@
 //! Everything else recomputes the view, with the reason: other shapes
 //! (sort, limit, distinct, window, set operations, subqueries over the
 //! changed table, a table joined with itself), several changed tables,
-//! tables that are not file-backed, and changes that are no smaller than
-//! half of the table.
+//! tables that are not file-backed, and changes the cost rule of
+//! [`super::decide`] finds no cheaper than a full refresh.
 //!
 //! A full refresh of a row-wise view over one file-backed table writes its
 //! data in groups of source files, one data file per group, so that later
@@ -53,16 +57,20 @@ use datafusion::logical_expr::{
 
 use crate::catalog::Catalog;
 use crate::error::Result;
-use crate::freshness::{Diff, Redefinition, leaves_under, listing_definition};
+use crate::freshness::{leaves_under, listing_definition};
 use crate::spec::{
     DataFile, FileFingerprint, Fingerprint, QualifiedName, Snapshot, SourceFingerprint,
 };
 use crate::table::{MaterializedViewTable, SnapshotTable};
 
-mod reason;
+mod definition;
 mod shape;
 
-pub(crate) use reason::{FullReason, NotIncremental};
+use super::decide::{Change, cheaper_than_full};
+use super::reason::{FullReason, NotIncremental};
+pub(crate) use definition::{
+    forget_listings, plan_definition, rename_columns, result_settings, state_for, with_defaults,
+};
 pub(crate) use shape::Shape;
 
 /// Most groups of source files a full refresh writes for lineage.
@@ -99,19 +107,6 @@ pub(crate) enum Strategy {
     Incremental { write: Write, detail: String },
     /// Recompute everything, for this reason.
     Full(FullReason),
-}
-
-/// The file-backed table whose files changed since the last refresh, the
-/// only one that did.
-#[derive(Debug)]
-pub(crate) struct Change<'a> {
-    /// Its name.
-    pub name: QualifiedName,
-    /// Its files then and now.
-    pub before: &'a [FileFingerprint],
-    pub after: &'a [FileFingerprint],
-    /// Whether it is the only table the view reads.
-    pub only_source: bool,
 }
 
 /// Files that hold something: a file of zero bytes has no rows in any
@@ -195,73 +190,6 @@ pub(crate) fn only_table(
     match tables.into_iter().collect::<Vec<_>>().as_slice() {
         [(name, Fingerprint::Files { files, .. })] => Some((*name, files.as_slice())),
         _ => None,
-    }
-}
-
-/// Which one table changed since the last snapshot (see [`Diff`]), or why
-/// there is not exactly one changed file-backed table under unchanged
-/// definitions.
-pub(crate) fn changed_table<'a>(
-    diff: &Diff<'a>,
-    display: impl Fn(&QualifiedName) -> String,
-) -> std::result::Result<Change<'a>, FullReason> {
-    // Computing only what changed is sound only over the same definitions:
-    // a redefined relation anywhere on the path changes every row.
-    match diff.redefinition() {
-        Some(Redefinition::NotRecorded(name)) => {
-            return Err(FullReason::DefinitionNotRecorded {
-                relation: display(name),
-            });
-        }
-        Some(Redefinition::Redefined(name)) => {
-            return Err(FullReason::Redefined {
-                relation: display(name),
-            });
-        }
-        None => {}
-    }
-    let name = match diff.changed_tables().as_slice() {
-        [name] => *name,
-        [] => return Err(FullReason::SourcesReplaced),
-        many => {
-            let tables = many.iter().map(|n| display(n)).collect();
-            return Err(FullReason::SeveralChanged { tables });
-        }
-    };
-    let only_source = diff.table_count() == 1;
-    match diff.table(name) {
-        (
-            Some(Fingerprint::Files { files: before, .. }),
-            Some(Fingerprint::Files { files: after, .. }),
-        ) => Ok(Change {
-            name: name.clone(),
-            before,
-            after,
-            only_source,
-        }),
-        (
-            Some(Fingerprint::Snapshot {
-                id: Some(_),
-                files: before,
-                ..
-            }),
-            Some(Fingerprint::Snapshot {
-                id: Some(_),
-                files: after,
-                ..
-            }),
-        ) => Ok(Change {
-            name: name.clone(),
-            before,
-            after,
-            only_source,
-        }),
-        (_, Some(Fingerprint::Snapshot { .. })) => Err(FullReason::ViewEmptiedOrPopulated {
-            view: display(name),
-        }),
-        _ => Err(FullReason::NotFileBacked {
-            relation: display(name),
-        }),
     }
 }
 
@@ -663,7 +591,6 @@ pub(crate) fn choose(
         paths.filter_map(|p| after.get(p)).map(|f| f.size).sum()
     };
     let total = size_of(&mut after.keys().copied());
-    let too_large = |read: u64| total > 0 && read * 2 > total;
 
     match shape {
         Shape::Other(why) => Ok(Strategy::Full(why.clone().into())),
@@ -690,7 +617,7 @@ pub(crate) fn choose(
                 }));
             }
             let added_bytes = size_of(&mut added.iter().copied());
-            if too_large(added_bytes) {
+            if !cheaper_than_full(added_bytes, total) {
                 return Ok(Strategy::Full(FullReason::MostlyNew { change: what }));
             }
             let read = added_bytes + snapshot.size_bytes;
@@ -750,7 +677,7 @@ pub(crate) fn choose(
                 .chain(added.iter().copied())
                 .collect();
             let read_bytes = size_of(&mut read.iter().copied());
-            if too_large(read_bytes) {
+            if !cheaper_than_full(read_bytes, total) {
                 return Ok(Strategy::Full(FullReason::MostlyReread { change: what }));
             }
             let read: Vec<String> = read.into_iter().map(str::to_owned).collect();
