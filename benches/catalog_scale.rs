@@ -18,7 +18,7 @@
 //!    statement as `dfmv -f` runs them), and the catalog's metadata files
 //!    and bytes per view.
 //!
-//! Run: `cargo bench --no-default-features --features cli --bench catalog_scale`
+//! Run: `cargo bench --bench catalog_scale`
 //! (`DFMV_SCALE_VIEWS` changes 10,000, `DFMV_SCALE_SAMPLES` the 15 samples
 //! per timing). The process also runs as one worker of part 4 when
 //! `DFMV_SCALE_WORKER` is set.

@@ -15,7 +15,7 @@
 //! that every remembered table is kept with its schema (so the timed path
 //! infers nothing).
 //!
-//! Run: `cargo bench --no-default-features --features cli --bench remembered_tables`
+//! Run: `cargo bench --bench remembered_tables`
 //! (release; builds `dfmv`).
 
 use datafusion::prelude::SessionContext;

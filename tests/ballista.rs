@@ -9,7 +9,7 @@ use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion_matview::MatviewSession;
 use datafusion_matview::cluster::{LocalCluster, LocalExecutor};
-use datafusion_matview::testing::InstrumentedStore;
+use datafusion_matview_testing::InstrumentedStore;
 
 #[path = "it/common.rs"]
 mod common;

@@ -858,7 +858,7 @@ async fn temp_session() -> (tempfile::TempDir, MatviewSession) {
 /// read; CASCADE loads the index no more often than a single refresh.
 #[tokio::test]
 async fn a_refresh_loads_the_index_once_per_statement() {
-    use datafusion_matview::testing::InstrumentedStore;
+    use datafusion_matview_testing::InstrumentedStore;
     use std::sync::atomic::Ordering::SeqCst;
 
     let dir = tempfile::tempdir().unwrap();
@@ -935,7 +935,7 @@ async fn a_refresh_loads_the_index_once_per_statement() {
 #[tokio::test]
 async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
     let dir = tempfile::tempdir().unwrap();
-    let store = datafusion_matview::testing::InstrumentedStore::new(Arc::new(
+    let store = datafusion_matview_testing::InstrumentedStore::new(Arc::new(
         object_store::local::LocalFileSystem::new(),
     ));
     let ctx = SessionContext::new();
@@ -1339,7 +1339,7 @@ async fn row_count(s: &MatviewSession, sql: &str) -> usize {
 async fn a_read_only_catalog_serves_reads_and_refuses_writes_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let location = dir.path().join("cat").display().to_string();
-    let store = datafusion_matview::testing::InstrumentedStore::new(Arc::new(
+    let store = datafusion_matview_testing::InstrumentedStore::new(Arc::new(
         object_store::local::LocalFileSystem::new(),
     ));
     let open = || async {
@@ -1653,7 +1653,7 @@ fn write_parquet(
 #[tokio::test]
 async fn remembered_tables_are_built_when_first_used_with_their_schema() {
     use datafusion::arrow::array::{StringArray, StringViewArray};
-    use datafusion_matview::testing::InstrumentedStore;
+    use datafusion_matview_testing::InstrumentedStore;
     let catalog = Arc::new(InMemory::new());
     let src = tempfile::tempdir().unwrap();
     let folder = src.path().join("t");

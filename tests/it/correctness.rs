@@ -515,10 +515,9 @@ async fn view_and_query(s: &MatviewSession, view: &str, query: &str) -> (String,
 /// it fingerprinted, or the next refresh counts the file as new and adds
 /// its rows a second time (an aggregate view, and a join of two tables,
 /// neither of which a full refresh used to hold to its files).
-#[cfg(feature = "testing")]
 #[tokio::test]
 async fn a_file_landing_during_a_refresh_is_read_once() {
-    use datafusion_matview::testing::InstrumentedStore;
+    use datafusion_matview_testing::InstrumentedStore;
     use object_store::ObjectStoreExt;
     use object_store::path::Path as StorePath;
 

@@ -106,7 +106,7 @@ fn source_paths(text: &str) -> BTreeSet<String> {
     text.split(|c: char| c.is_whitespace() || "`()[],;:".contains(c))
         .map(|w| w.trim_start_matches("../"))
         .filter(|w| {
-            ["src/", "tests/", "benches/", "examples/"]
+            ["src/", "crates/", "tests/", "benches/", "examples/"]
                 .iter()
                 .any(|p| w.starts_with(p))
                 && w.ends_with(".rs")
@@ -145,6 +145,22 @@ fn names_in(dir: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// The features of the package whose manifest is `manifest` (relative
+/// to the root): the keys of its `[features]` table.
+fn features_of(manifest: &str) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(root().join(manifest)).unwrap();
+    let mut found = BTreeSet::new();
+    let mut in_features = false;
+    for line in text.lines() {
+        if line.starts_with('[') {
+            in_features = line == "[features]";
+        } else if in_features && let Some((key, _)) = line.split_once(" = ") {
+            found.insert(key.trim().to_owned());
+        }
+    }
+    found
+}
+
 /// The `mod` lines of tests/it/main.rs.
 fn areas() -> BTreeSet<String> {
     std::fs::read_to_string(root().join("tests/it/main.rs"))
@@ -164,6 +180,20 @@ fn every_cargo_command_names_real_targets() {
     let examples = names_in("examples");
     let bins: BTreeSet<String> = ["dfmv", "dfmv-slt"].map(str::to_owned).into();
     let areas = areas();
+    // The workspace's packages (`-p`), each with its features; no `-p`
+    // means the root package, dfmv.
+    let packages: std::collections::BTreeMap<&str, BTreeSet<String>> = [
+        ("dfmv", features_of("Cargo.toml")),
+        (
+            "datafusion-matview",
+            features_of("crates/datafusion-matview/Cargo.toml"),
+        ),
+        (
+            "datafusion-matview-testing",
+            features_of("crates/datafusion-matview-testing/Cargo.toml"),
+        ),
+    ]
+    .into();
     let mut wrong = vec![];
     for (page, text) in pages() {
         let commands = text
@@ -182,6 +212,26 @@ fn every_cargo_command_names_real_targets() {
             check("bench", after(command, "--bench"), &benches);
             check("example", after(command, "--example"), &examples);
             check("binary", after(command, "--bin"), &bins);
+            let package = after(command, "-p").unwrap_or("dfmv");
+            match packages.get(package) {
+                None => wrong.push(format!(
+                    "{}: {command}: no package {package}",
+                    page.display()
+                )),
+                Some(features) => {
+                    for feature in after(command, "--features")
+                        .into_iter()
+                        .flat_map(|f| f.split(','))
+                    {
+                        if !features.contains(feature) {
+                            wrong.push(format!(
+                                "{}: {command}: {package} has no feature {feature}",
+                                page.display()
+                            ));
+                        }
+                    }
+                }
+            }
             // `--test it area::name`: the area is a module, the name a
             // substring of one of its tests.
             if after(command, "--test") == Some("it")
@@ -221,4 +271,7 @@ fn the_checks_find_what_is_wrong() {
         Some("catalog::")
     );
     assert!(Path::new(&root()).join("tests/it/main.rs").exists());
+    assert!(features_of("Cargo.toml").contains("ballista"));
+    assert!(features_of("crates/datafusion-matview/Cargo.toml").contains("flight-sql"));
+    assert!(!features_of("Cargo.toml").contains("testing"));
 }

@@ -26,7 +26,7 @@ use common::files_under;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 use datafusion::prelude::SessionContext;
-use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
+use datafusion_matview_testing::{Fault, FaultAction, InstrumentedStore};
 
 use datafusion_matview::{Error, MatviewOptions, MatviewSession};
 use futures::TryStreamExt;
@@ -1007,7 +1007,7 @@ async fn a_commit_that_may_still_land_is_reported_unknown_and_its_files_kept() {
         let result = a.sql("REFRESH MATERIALIZED VIEW v FULL").await;
         store.set_fault(None);
         // Whatever failed lands now, before the next attempt.
-        tokio::time::sleep(datafusion_matview::testing::LATE_PUT_DELAY * 2).await;
+        tokio::time::sleep(datafusion_matview_testing::LATE_PUT_DELAY * 2).await;
         match result {
             Err(e @ Error::CommitOutcomeUnknown { .. }) => break e,
             Err(Error::RefreshFailed { source, .. })

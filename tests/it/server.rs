@@ -1919,7 +1919,7 @@ async fn limits_are_enforced_and_recovered_from() {
 /// would drop the view under the job, which then fails).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sql_statements_take_the_views_job_lock() {
-    use datafusion_matview::testing::InstrumentedStore;
+    use datafusion_matview_testing::InstrumentedStore;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("src")).unwrap();
     std::fs::write(dir.path().join("src/jan.csv"), "region,amount\nnorth,10\n").unwrap();

@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! # use std::sync::Arc;
-//! use datafusion_matview::testing::{Fault, FaultAction, InstrumentedStore};
+//! use datafusion_matview_testing::{Fault, FaultAction, InstrumentedStore};
 //! let store = InstrumentedStore::new(Arc::new(object_store::memory::InMemory::new()));
 //! store.set_fault(Some(Fault { at_write: 3, after: false, action: FaultAction::Error }));
 //! ```

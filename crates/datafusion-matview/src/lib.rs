@@ -23,12 +23,13 @@
 //! executes, [`refresh`](crate::session::MatviewSession::refresh) computes,
 //! [`catalog`] commits, [`table`] scans, [`spec`] is the persisted data.
 //!
-//! Cargo features (all on by default): `cli` builds `dfmv`, `slt` the
-//! sqllogictest driver (`slt`) and `dfmv-slt`, `testing` the fault-injecting
-//! object store (`testing`), `server` the REST server ([`server`], `dfmv
-//! serve`) and `flight-sql` its Arrow Flight SQL endpoint. With
-//! `default-features = false` the library builds without datafusion-cli,
-//! clap, rustyline, indicatif, sqllogictest, axum or tonic.
+//! Cargo features (none on by default): `server` the REST server
+//! ([`server`], which `dfmv serve` runs) and `flight-sql` its Arrow Flight
+//! SQL endpoint, `slt` the sqllogictest driver (`slt`, which `dfmv-slt`
+//! runs), `ballista` views on a Ballista cluster (`cluster`). Without
+//! them the library builds without sqllogictest, axum, tonic or Ballista.
+//! The CLI (`dfmv`) is the workspace's root package; the fault-injecting
+//! object store of the tests is the `datafusion-matview-testing` crate.
 
 pub mod catalog;
 #[cfg(feature = "ballista")]
@@ -47,8 +48,6 @@ pub mod slt;
 pub mod spec;
 pub mod sql;
 pub mod table;
-#[cfg(feature = "testing")]
-pub mod testing;
 
 pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
 pub use error::{Error, ErrorCode, Result};

@@ -38,7 +38,7 @@ async fn commits_are_numbered_and_visible_to_a_second_reader() {
 
 #[tokio::test]
 async fn a_commit_whose_put_failed_after_landing_is_known_as_its_own() {
-    use crate::testing::{Fault, FaultAction, InstrumentedStore};
+    use datafusion_matview_testing::{Fault, FaultAction, InstrumentedStore};
     let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let store = Arc::new(InstrumentedStore::new(Arc::clone(&memory)));
     let c = catalog(
@@ -773,7 +773,7 @@ async fn commits_to_different_views_never_conflict() {
 
 #[tokio::test]
 async fn a_reader_opens_from_a_checkpoint_not_the_whole_log() {
-    use crate::testing::InstrumentedStore;
+    use datafusion_matview_testing::InstrumentedStore;
     use std::sync::atomic::Ordering::SeqCst;
     let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let c = catalog(Arc::clone(&memory), DEFAULT_RETENTION).await;
