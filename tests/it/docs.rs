@@ -189,6 +189,10 @@ fn every_cargo_command_names_real_targets() {
             features_of("crates/datafusion-matview/Cargo.toml"),
         ),
         (
+            "datafusion-matview-server",
+            features_of("crates/datafusion-matview-server/Cargo.toml"),
+        ),
+        (
             "datafusion-matview-testing",
             features_of("crates/datafusion-matview-testing/Cargo.toml"),
         ),
@@ -272,6 +276,6 @@ fn the_checks_find_what_is_wrong() {
     );
     assert!(Path::new(&root()).join("tests/it/main.rs").exists());
     assert!(features_of("Cargo.toml").contains("ballista"));
-    assert!(features_of("crates/datafusion-matview/Cargo.toml").contains("flight-sql"));
+    assert!(features_of("crates/datafusion-matview-server/Cargo.toml").contains("flight-sql"));
     assert!(!features_of("Cargo.toml").contains("testing"));
 }

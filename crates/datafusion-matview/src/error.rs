@@ -609,7 +609,7 @@ impl Error {
     }
 
     /// This error and its causes, outermost first (see [`causes_of`]).
-    pub(crate) fn causes(&self) -> Vec<&(dyn std::error::Error + 'static)> {
+    pub fn causes(&self) -> Vec<&(dyn std::error::Error + 'static)> {
         causes_of(self)
     }
 
@@ -699,6 +699,16 @@ impl From<Error> for DataFusionError {
     fn from(e: Error) -> Self {
         e.into_datafusion()
     }
+}
+
+/// `name type, ...` of `schema`'s columns, for messages.
+pub fn describe_columns(schema: &datafusion::arrow::datatypes::Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| format!("{} {}", f.name(), f.data_type()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -23,13 +23,13 @@
 //! executes, [`refresh`](crate::session::MatviewSession::refresh) computes,
 //! [`catalog`] commits, [`table`] scans, [`spec`] is the persisted data.
 //!
-//! Cargo features (none on by default): `server` the REST server
-//! ([`server`], which `dfmv serve` runs) and `flight-sql` its Arrow Flight
-//! SQL endpoint, `slt` the sqllogictest driver (`slt`, which `dfmv-slt`
-//! runs), `ballista` views on a Ballista cluster (`cluster`). Without
-//! them the library builds without sqllogictest, axum, tonic or Ballista.
-//! The CLI (`dfmv`) is the workspace's root package; the fault-injecting
-//! object store of the tests is the `datafusion-matview-testing` crate.
+//! Cargo features (none on by default): `slt` the sqllogictest driver
+//! (`slt`, which `dfmv-slt` runs), `ballista` views on a Ballista cluster
+//! (`cluster`). Without them the library builds without sqllogictest or
+//! Ballista. The server (REST and Flight SQL) is the
+//! `datafusion-matview-server` crate; the CLI (`dfmv`) is the workspace's
+//! root package; the fault-injecting object store of the tests is the
+//! `datafusion-matview-testing` crate.
 
 pub mod catalog;
 #[cfg(feature = "ballista")]
@@ -40,8 +40,6 @@ pub mod functions;
 mod refresh;
 mod resolve;
 pub mod schema;
-#[cfg(feature = "server")]
-pub mod server;
 pub mod session;
 #[cfg(feature = "slt")]
 pub mod slt;

@@ -539,11 +539,7 @@ impl MatviewSession {
     /// everything else. Url tables (`FROM 'path'`) of this session and of
     /// its forks resolve through this session's state, so after this they
     /// read through `runtime` too.
-    #[cfg(feature = "server")]
-    pub(crate) fn replace_runtime(
-        &self,
-        runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
-    ) {
+    pub fn replace_runtime(&self, runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>) {
         let state_ref = self.ctx.state_ref();
         let mut state = state_ref.write();
         let session_id = state.session_id().to_owned();
@@ -580,8 +576,7 @@ impl MatviewSession {
 
     /// This session, listing files afresh for each statement (see
     /// [`MatviewOptions::list_files_per_statement`]).
-    #[cfg(feature = "server")]
-    pub(crate) fn listing_per_statement(mut self) -> Self {
+    pub fn listing_per_statement(mut self) -> Self {
         self.options.list_files_per_statement = true;
         self
     }

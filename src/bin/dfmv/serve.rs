@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use datafusion_matview::MatviewSession;
-use datafusion_matview::server::{Prepare, Server, ServerOptions};
 use datafusion_matview::sql::Statement;
+use datafusion_matview_server::{Prepare, Server, ServerOptions};
 
 use crate::context;
 use crate::exec::BoxError;

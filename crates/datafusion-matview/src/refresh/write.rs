@@ -329,19 +329,9 @@ fn check_columns(file: &str, found: &Schema, wanted: &Schema) -> Result<()> {
     }
     Err(Error::ColumnsMismatch {
         file: file.to_owned(),
-        found: describe_columns(found),
-        wanted: describe_columns(wanted),
+        found: crate::error::describe_columns(found),
+        wanted: crate::error::describe_columns(wanted),
     })
-}
-
-/// `name type, ...` of `schema`'s columns, for messages.
-pub(crate) fn describe_columns(schema: &Schema) -> String {
-    schema
-        .fields()
-        .iter()
-        .map(|f| format!("{} {}", f.name(), f.data_type()))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// Receives progress of a refresh while its query runs.

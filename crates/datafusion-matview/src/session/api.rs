@@ -81,7 +81,7 @@ impl MatviewSession {
 
     /// The statement [`Self::create_view`] runs, for callers that check it
     /// first (the server checks the paths a query reads).
-    pub(crate) fn create_statement(
+    pub fn create_statement(
         &self,
         name: &QualifiedName,
         query: &str,

@@ -71,7 +71,7 @@ impl MatviewSession {
     /// [`Self::check_create`], answering the columns the view would have
     /// (named as its column list says); `None` when IF NOT EXISTS finds
     /// the name taken.
-    pub(crate) async fn check_create_columns(
+    pub async fn check_create_columns(
         &self,
         create: &CreateMaterializedView,
     ) -> Result<Option<Schema>> {

@@ -96,6 +96,18 @@ impl MatviewSession {
         self.refresh_pinned(refresh, &base, &pinned).await
     }
 
+    /// Checks `source_versions` as [`Self::refresh_at`] would, against
+    /// `index` (the catalog's, see [`Catalog::reload`]), refreshing
+    /// nothing: for a caller that answers a pin it cannot honour before
+    /// it queues the refresh (the server's refresh route).
+    pub async fn check_source_versions(
+        &self,
+        index: &Index,
+        source_versions: &BTreeMap<QualifiedName, u64>,
+    ) -> Result<()> {
+        self.source_states(index, source_versions).await.map(drop)
+    }
+
     /// The state of each materialized view of `source_versions` at its
     /// version, checked as [`Self::refresh_at`] checks it against `index`.
     pub(crate) async fn source_states(

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Serialize, Serializer};
 
-use crate::error::{Error, ErrorCode};
+use datafusion_matview::error::{Error, ErrorCode};
 
 /// What kind of error an answer is: one of the library's
 /// [`ErrorCode`]s (PostgreSQL's conditions), or one only the server has.

@@ -34,9 +34,9 @@ use object_store::{
 };
 use url::Url;
 
-use crate::catalog::Catalog;
-use crate::error::{Error, Result};
-use crate::spec::RelationKind;
+use datafusion_matview::catalog::Catalog;
+use datafusion_matview::error::{Error, Result};
+use datafusion_matview::spec::RelationKind;
 
 /// The key of the store a URL names: `scheme://authority`, as DataFusion's
 /// registry keys stores (`file://` for local files).
@@ -176,11 +176,12 @@ impl Access {
             if relation.kind != RelationKind::ExternalTable {
                 continue;
             }
-            let Ok(statements) = crate::sql::parse_sql(&relation.sql, "generic", 50) else {
+            let Ok(statements) = datafusion_matview::sql::parse_sql(&relation.sql, "generic", 50)
+            else {
                 continue;
             };
             for statement in statements {
-                let crate::sql::Statement::DataFusion(statement) = statement else {
+                let datafusion_matview::sql::Statement::DataFusion(statement) = statement else {
                     continue;
                 };
                 let datafusion::sql::parser::Statement::CreateExternalTable(create) = *statement
@@ -447,7 +448,7 @@ mod tests {
     use object_store::ObjectStoreExt;
 
     async fn access(dir: &std::path::Path) -> (Arc<Access>, Arc<Catalog>) {
-        let session = crate::MatviewSession::open(
+        let session = datafusion_matview::MatviewSession::open(
             datafusion::prelude::SessionContext::new(),
             dir.join("catalog").to_str().unwrap(),
         )

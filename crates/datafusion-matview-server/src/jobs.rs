@@ -32,8 +32,8 @@ use tokio::task::AbortHandle;
 use tokio_util::task::TaskTracker;
 
 use super::{ApiError, Condition};
-use crate::error::{Error, ErrorCode};
-use crate::spec::QualifiedName;
+use datafusion_matview::error::{Error, ErrorCode};
+use datafusion_matview::spec::QualifiedName;
 
 /// The state of a job, as LanceDB names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -63,9 +63,9 @@ use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::{ApiError, Condition, Shared};
-use crate::error::{Error, ErrorCode, Result};
-use crate::session::MatviewSession;
-use crate::sql::Statement;
+use datafusion_matview::error::{Error, ErrorCode, Result};
+use datafusion_matview::session::MatviewSession;
+use datafusion_matview::sql::Statement;
 
 /// One log line per gRPC call (as the REST API logs its requests): the
 /// method, its gRPC status when the answer carries it in the headers (a
@@ -400,8 +400,9 @@ impl FlightSql {
     /// Whether `sql` is one plain query (SELECT, VALUES, WITH ...), which
     /// a prepared statement plans rather than runs.
     fn is_query(&self, sql: &str) -> bool {
-        let (dialect, limit) = crate::sql::parser_settings(self.shared.session.context());
-        match crate::sql::parse_sql(sql, &dialect, limit) {
+        let (dialect, limit) =
+            datafusion_matview::sql::parser_settings(self.shared.session.context());
+        match datafusion_matview::sql::parse_sql(sql, &dialect, limit) {
             Ok(statements) => matches!(
                 statements.as_slice(),
                 [Statement::DataFusion(s)] if matches!(
@@ -743,8 +744,8 @@ impl FlightSqlService for FlightSql {
                     "the relations this prepared statement reads have changed since it was \
                      prepared: it announced columns ({}), it would now answer ({}); prepare it \
                      again",
-                    crate::refresh::write::describe_columns(&announced),
-                    crate::refresh::write::describe_columns(now)
+                    datafusion_matview::error::describe_columns(&announced),
+                    datafusion_matview::error::describe_columns(now)
                 )));
             }
             if let Some(params) = params {
@@ -852,7 +853,11 @@ impl FlightSqlService for FlightSql {
                 let mut tables = schema.table_names();
                 tables.sort();
                 for table in tables {
-                    let name = crate::spec::QualifiedName::new(&catalog_name, &schema_name, &table);
+                    let name = datafusion_matview::spec::QualifiedName::new(
+                        &catalog_name,
+                        &schema_name,
+                        &table,
+                    );
                     let materialized = index.view(&name).is_some();
                     let provider = if include_schema || !materialized {
                         schema

@@ -199,7 +199,7 @@ mod tests {
     use axum::http::StatusCode;
 
     use super::*;
-    use crate::server::ApiError;
+    use crate::ApiError;
 
     fn listed(schema: &Value) -> Vec<String> {
         schema["enum"]

@@ -6,7 +6,7 @@
 //! # async fn demo() -> datafusion_matview::Result<()> {
 //! use datafusion::prelude::SessionContext;
 //! use datafusion_matview::MatviewSession;
-//! use datafusion_matview::server::{Server, ServerOptions};
+//! use datafusion_matview_server::{Server, ServerOptions};
 //!
 //! let session = MatviewSession::open(SessionContext::new(), "/tmp/catalog").await?;
 //! let server = Server::bind(session, ServerOptions::default()).await?;
@@ -27,8 +27,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::net::TcpListener;
 
-use crate::error::{Error, Result};
-use crate::session::{MatviewSession, StatementOutcome};
+use datafusion_matview::error::{Error, Result};
+use datafusion_matview::session::{MatviewSession, StatementOutcome};
 
 pub mod access;
 mod errors;
@@ -232,10 +232,10 @@ impl Shared {
         sql: &str,
     ) -> Result<datafusion::dataframe::DataFrame> {
         let ctx = session.context();
-        let (dialect, limit) = crate::sql::parser_settings(ctx);
+        let (dialect, limit) = datafusion_matview::sql::parser_settings(ctx);
         let text = sql.to_owned();
         let parsing = tokio::task::spawn_blocking(move || {
-            crate::sql::parse_sql_with_text(&text, &dialect, limit)
+            datafusion_matview::sql::parse_sql_with_text(&text, &dialect, limit)
         });
         let statements = match tokio::time::timeout(PARSE_TIME_LIMIT, parsing).await {
             Ok(Ok(parsed)) => parsed?,
@@ -265,15 +265,17 @@ impl Shared {
         let mut last = None;
         for (i, (statement, text)) in statements.into_iter().enumerate() {
             let names: Vec<_> = match &statement {
-                crate::sql::Statement::Create(c) => vec![c.name.clone()],
-                crate::sql::Statement::Refresh(r) => vec![r.name.clone()],
-                crate::sql::Statement::Drop(d) => d.names.clone(),
+                datafusion_matview::sql::Statement::Create(c) => vec![c.name.clone()],
+                datafusion_matview::sql::Statement::Refresh(r) => vec![r.name.clone()],
+                datafusion_matview::sql::Statement::Drop(d) => d.names.clone(),
                 _ => vec![],
             };
             let _locks = self.lock_views(session, &names).await?;
             let df = match session.run_statement(statement, Some(&text)).await? {
                 StatementOutcome::Created(outcome) => {
-                    ctx.read_batch(crate::session::CreateOutcome::batch(&[outcome]))?
+                    ctx.read_batch(datafusion_matview::session::CreateOutcome::batch(&[
+                        outcome,
+                    ]))?
                 }
                 other => other.into_dataframe(ctx)?,
             };
@@ -299,7 +301,7 @@ impl Shared {
     ) -> Result<Vec<tokio::sync::OwnedMutexGuard<()>>> {
         let mut qualified = names
             .iter()
-            .map(|n| crate::sql::qualify(session.context(), n))
+            .map(|n| datafusion_matview::sql::qualify(session.context(), n))
             .collect::<Result<Vec<_>>>()?;
         qualified.sort();
         qualified.dedup();
@@ -316,16 +318,16 @@ impl Shared {
     async fn check(
         &self,
         session: &MatviewSession,
-        statement: &crate::sql::Statement,
+        statement: &datafusion_matview::sql::Statement,
     ) -> Result<()> {
         use datafusion::logical_expr::{LogicalPlan, Statement as PlanStatement};
         use datafusion::sql::parser::Statement as DFStatement;
         use datafusion::sql::sqlparser::ast::Statement as SQLStatement;
         let statement = match statement {
-            crate::sql::Statement::Create(create) => {
+            datafusion_matview::sql::Statement::Create(create) => {
                 return self.check_paths(session, create.query.as_ref());
             }
-            crate::sql::Statement::DataFusion(statement) => statement,
+            datafusion_matview::sql::Statement::DataFusion(statement) => statement,
             _ => return Ok(()),
         };
         match statement.as_ref() {

@@ -3,7 +3,7 @@
 //! | route | does | answers |
 //! |---|---|---|
 //! | `POST /v1/materialized_view/{id}/create` `{query, with_no_data?, or_replace?, if_not_exists?, columns?}` | CREATE; the first population runs as a job | `202 {job_id}`; `200` with the description for `with_no_data` (and when IF NOT EXISTS skips) |
-//! | `POST /v1/materialized_view/{id}/describe` | definition and state | `200` [`ViewDescription`](crate::session::ViewDescription) plus `id` |
+//! | `POST /v1/materialized_view/{id}/describe` | definition and state | `200` [`ViewDescription`](datafusion_matview::session::ViewDescription) plus `id` |
 //! | `POST /v1/materialized_view/{id}/refresh` `{full?, cascade?, source_version?}` | REFRESH as a job | `202 {job_id}`; the job's result `{view, mode, rows_written, rows_deleted, detail, source_version, source_versions, version, upstream}` |
 //! | `POST /v1/materialized_view/{id}/drop` `{cascade?}` | DROP | `200 {dropped: [{id, kind}]}` |
 //! | `GET /v1/namespace/{id}/materialized_view/list?page_token=&limit=` | names, sorted | `{views, page_token}` |
@@ -36,9 +36,9 @@ use serde_json::{Value, json};
 use super::ids::{self, DEFAULT_DELIMITER};
 use super::jobs::{JobType, Phase};
 use super::{ApiError, Condition, Shared};
-use crate::error::{Error, ErrorCode};
-use crate::session::{DropOptions, RefreshOptions};
-use crate::spec::QualifiedName;
+use datafusion_matview::error::{Error, ErrorCode};
+use datafusion_matview::session::{DropOptions, RefreshOptions};
+use datafusion_matview::spec::QualifiedName;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -373,8 +373,8 @@ fn check_output_schema(
             Condition::SchemaMismatch,
             format!(
                 "output_schema ({}) is not what the query answers ({})",
-                crate::refresh::write::describe_columns(&expected),
-                crate::refresh::write::describe_columns(actual)
+                datafusion_matview::error::describe_columns(&expected),
+                datafusion_matview::error::describe_columns(actual)
             ),
         ));
     }
@@ -413,7 +413,7 @@ async fn create(
     }
     // Created unpopulated here; populated by a refresh job when asked
     // (the spec's "kicks off an initial refresh").
-    let options = crate::session::CreateOptions {
+    let options = datafusion_matview::session::CreateOptions {
         or_replace: request.or_replace,
         if_not_exists: request.if_not_exists,
         columns: request.columns.clone(),
@@ -445,7 +445,7 @@ async fn create(
         "id": id_of(&name, query.delimiter()),
         "action": outcome.action.as_str(),
     });
-    if populate && outcome.action != crate::session::CreateAction::Skipped {
+    if populate && outcome.action != datafusion_matview::session::CreateAction::Skipped {
         let options = RefreshOptions {
             full: true,
             ..RefreshOptions::default()
@@ -484,7 +484,7 @@ async fn create(
 /// the view's result with those of what CASCADE refreshed first as
 /// `upstream`.
 async fn refresh_job(
-    session: crate::session::MatviewSession,
+    session: datafusion_matview::session::MatviewSession,
     name: QualifiedName,
     options: RefreshOptions,
     delimiter: String,
@@ -653,7 +653,7 @@ fn pinned_sources(
 
 /// The typed result of one view's refresh, as a refresh job reports it.
 fn refresh_result(
-    outcome: &crate::session::RefreshOutcome,
+    outcome: &datafusion_matview::session::RefreshOutcome,
     source_version: u64,
     delimiter: &str,
 ) -> Value {
@@ -701,7 +701,7 @@ async fn refresh(
         .into());
     }
     // What can be checked now is answered now; the job checks again.
-    shared.session.source_states(&index, &pins).await?;
+    shared.session.check_source_versions(&index, &pins).await?;
     let options = RefreshOptions {
         full: request.full,
         cascade: request.cascade,
@@ -789,7 +789,7 @@ async fn list(
     let namespace = match ids::parse_namespace(&id, delimiter)? {
         None => None,
         Some(parts) => {
-            let (default_catalog, _) = crate::sql::defaults(shared.session.context());
+            let (default_catalog, _) = datafusion_matview::sql::defaults(shared.session.context());
             let (catalog, schema) = match parts.as_slice() {
                 [schema] => (default_catalog, schema.clone()),
                 [catalog, schema] => (catalog.clone(), schema.clone()),
