@@ -311,19 +311,19 @@ async fn the_slt_suites_pass_on_a_cluster() {
             .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
             .map(|l| l.split_whitespace().next().unwrap().to_owned())
             .collect();
-    let files = datafusion_matview::slt::collect_files(std::slice::from_ref(&root), &[]).unwrap();
+    let files = datafusion_matview_slt::collect_files(std::slice::from_ref(&root), &[]).unwrap();
     assert!(files.len() >= 6, "{files:?}");
-    let options = datafusion_matview::slt::RunOptions {
+    let options = datafusion_matview_slt::RunOptions {
         ballista: Some(cluster.url()),
         ..Default::default()
     };
     let mut failed = std::collections::BTreeSet::new();
     let mut reports = String::new();
     for file in &files {
-        let outcome = datafusion_matview::slt::run_file(file, &options).await;
+        let outcome = datafusion_matview_slt::run_file(file, &options).await;
         match outcome.outcome {
-            datafusion_matview::slt::Outcome::Passed => {}
-            datafusion_matview::slt::Outcome::Failed(report) => {
+            datafusion_matview_slt::Outcome::Passed => {}
+            datafusion_matview_slt::Outcome::Failed(report) => {
                 // Each failing record ends with `at <file>:<line>`.
                 for line in report.lines().filter_map(|l| l.strip_prefix("at ")) {
                     let name = std::path::Path::new(line).file_name().unwrap();

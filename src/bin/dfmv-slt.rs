@@ -3,6 +3,6 @@
 
 #[tokio::main]
 async fn main() {
-    let code = datafusion_matview::slt::main_with_args(std::env::args().skip(1), None).await;
+    let code = datafusion_matview_slt::main_with_args(std::env::args().skip(1), None).await;
     std::process::exit(code);
 }

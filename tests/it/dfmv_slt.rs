@@ -91,13 +91,13 @@ async fn running_no_file_is_an_error() {
     let suite = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sqllogictest");
     let args = ["--complete-typo-is-ignored", "no-such-file-typo"].map(String::from);
     assert_eq!(
-        datafusion_matview::slt::main_with_args(args, Some(suite.clone())).await,
+        datafusion_matview_slt::main_with_args(args, Some(suite.clone())).await,
         2
     );
     // A filter that matches runs (and passes).
     let args = ["basic".to_string()];
     assert_eq!(
-        datafusion_matview::slt::main_with_args(args, Some(suite)).await,
+        datafusion_matview_slt::main_with_args(args, Some(suite)).await,
         0
     );
 }

@@ -193,6 +193,10 @@ fn every_cargo_command_names_real_targets() {
             features_of("crates/datafusion-matview-server/Cargo.toml"),
         ),
         (
+            "datafusion-matview-slt",
+            features_of("crates/datafusion-matview-slt/Cargo.toml"),
+        ),
+        (
             "datafusion-matview-testing",
             features_of("crates/datafusion-matview-testing/Cargo.toml"),
         ),

@@ -23,12 +23,11 @@
 //! executes, [`refresh`](crate::session::MatviewSession::refresh) computes,
 //! [`catalog`] commits, [`table`] scans, [`spec`] is the persisted data.
 //!
-//! Cargo features (none on by default): `slt` the sqllogictest driver
-//! (`slt`, which `dfmv-slt` runs), `ballista` views on a Ballista cluster
-//! (`cluster`). Without them the library builds without sqllogictest or
-//! Ballista. The server (REST and Flight SQL) is the
-//! `datafusion-matview-server` crate; the CLI (`dfmv`) is the workspace's
-//! root package; the fault-injecting object store of the tests is the
+//! Cargo features (none on by default): `ballista`, views on a Ballista
+//! cluster (`cluster`). The server (REST and Flight SQL) is the
+//! `datafusion-matview-server` crate, the sqllogictest driver and runner
+//! `datafusion-matview-slt`; the CLI (`dfmv`) is the workspace's root
+//! package; the fault-injecting object store of the tests is the
 //! `datafusion-matview-testing` crate.
 
 pub mod catalog;
@@ -41,8 +40,6 @@ mod refresh;
 mod resolve;
 pub mod schema;
 pub mod session;
-#[cfg(feature = "slt")]
-pub mod slt;
 pub mod spec;
 pub mod sql;
 pub mod table;

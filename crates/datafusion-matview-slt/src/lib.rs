@@ -41,8 +41,8 @@ use datafusion_sqllogictest::{
 };
 use sqllogictest::{DBOutput, Record};
 
-use crate::error::Error;
-use crate::session::MatviewSession;
+use datafusion_matview::error::Error;
+use datafusion_matview::session::MatviewSession;
 
 /// An error of a statement run by [`MatviewDriver`], printed as the
 /// sqllogictest output shows it.
@@ -413,7 +413,7 @@ async fn run_file_inner(path: &Path, options: &RunOptions) -> Result<Outcome, St
     };
     #[cfg(feature = "ballista")]
     let ctx = match &options.ballista {
-        Some(url) => crate::cluster::remote(url, ctx.state())
+        Some(url) => datafusion_matview::cluster::remote(url, ctx.state())
             .await
             .map_err(|e| format!("could not connect to the Ballista scheduler at {url}: {e}"))?,
         None => ctx,
