@@ -22,8 +22,8 @@ use datafusion::arrow::array::{AsArray, RecordBatch};
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::prelude::SessionContext;
-use datafusion_matview::cluster::LocalCluster;
 use datafusion_matview::{MatviewOptions, MatviewSession};
+use datafusion_matview_ballista::LocalCluster;
 use tokio::runtime::Runtime;
 
 mod common;

@@ -8,7 +8,7 @@ use datafusion::arrow::util::pretty::pretty_format_batches;
 use datafusion::execution::SessionStateBuilder;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion_matview::MatviewSession;
-use datafusion_matview::cluster::{LocalCluster, LocalExecutor};
+use datafusion_matview_ballista::{LocalCluster, LocalExecutor};
 use datafusion_matview_testing::InstrumentedStore;
 
 #[path = "it/common.rs"]
@@ -124,7 +124,7 @@ async fn on_cluster(
 ) -> (LocalCluster, MatviewSession) {
     // One task slot per executor: the schedule under which Ballista's
     // adaptive planner miscounted an incremental merge (see
-    // `cluster::for_cluster`).
+    // `datafusion_matview_ballista::for_cluster`).
     let cluster = LocalCluster::start(Arc::clone(&runtime), 2, 1)
         .await
         .unwrap();
@@ -487,7 +487,7 @@ async fn s3_settings_reach_the_executors_with_each_job() {
     };
     let dir = tempfile::tempdir().unwrap();
     let cluster = LocalCluster::start_like_binaries(2, 1).await.unwrap();
-    let state = datafusion_matview::cluster::s3_settings_state(&[
+    let state = datafusion_matview_ballista::s3_settings_state(&[
         ("s3.endpoint", &endpoint),
         ("s3.allow_http", "true"),
         ("s3.region", "us-east-1"),
@@ -538,7 +538,7 @@ fn executor_process() {
     });
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let observer: datafusion_matview::cluster::TaskObserver = Arc::new(move |plan: &str| {
+        let observer: datafusion_matview_ballista::TaskObserver = Arc::new(move |plan: &str| {
             if plan.contains("DataSinkExec") && hold.exists() {
                 let mut out = std::io::stdout().lock();
                 writeln!(out, "WROTE").unwrap();

@@ -189,6 +189,10 @@ fn every_cargo_command_names_real_targets() {
             features_of("crates/datafusion-matview/Cargo.toml"),
         ),
         (
+            "datafusion-matview-ballista",
+            features_of("crates/datafusion-matview-ballista/Cargo.toml"),
+        ),
+        (
             "datafusion-matview-server",
             features_of("crates/datafusion-matview-server/Cargo.toml"),
         ),

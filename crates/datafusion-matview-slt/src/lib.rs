@@ -413,7 +413,7 @@ async fn run_file_inner(path: &Path, options: &RunOptions) -> Result<Outcome, St
     };
     #[cfg(feature = "ballista")]
     let ctx = match &options.ballista {
-        Some(url) => datafusion_matview::cluster::remote(url, ctx.state())
+        Some(url) => datafusion_matview_ballista::remote(url, ctx.state())
             .await
             .map_err(|e| format!("could not connect to the Ballista scheduler at {url}: {e}"))?,
         None => ctx,

@@ -23,16 +23,15 @@
 //! executes, [`refresh`](crate::session::MatviewSession::refresh) computes,
 //! [`catalog`] commits, [`table`] scans, [`spec`] is the persisted data.
 //!
-//! Cargo features (none on by default): `ballista`, views on a Ballista
-//! cluster (`cluster`). The server (REST and Flight SQL) is the
-//! `datafusion-matview-server` crate, the sqllogictest driver and runner
-//! `datafusion-matview-slt`; the CLI (`dfmv`) is the workspace's root
-//! package; the fault-injecting object store of the tests is the
-//! `datafusion-matview-testing` crate.
+//! The library has one Cargo feature, `testing` (hooks for tests), off by
+//! default. The other parts are crates of their own: the server (REST and
+//! Flight SQL) is `datafusion-matview-server`, views on a Ballista cluster
+//! `datafusion-matview-ballista`, the sqllogictest driver and runner
+//! `datafusion-matview-slt`, the fault-injecting object store of the tests
+//! `datafusion-matview-testing`; the CLI (`dfmv`) is the workspace's root
+//! package.
 
 pub mod catalog;
-#[cfg(feature = "ballista")]
-pub mod cluster;
 pub mod error;
 pub mod freshness;
 pub mod functions;

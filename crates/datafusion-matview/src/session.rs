@@ -67,6 +67,41 @@ pub(crate) use relations::{build_relation, resolved_table};
 
 use guard::{check_name, not_reproducible};
 
+/// Marks a session state whose plans run on a cluster's executors rather
+/// than in this process. `datafusion-matview-ballista` sets it (its
+/// `for_cluster`, which its `remote` applies) together with a query
+/// planner that turns scans of views into scans of their snapshots'
+/// files. The snapshot writer then tells which part of a refresh wrote
+/// which file by listing after each part, since Ballista's plan codec drops
+/// the Parquet footer metadata that says so in one process.
+#[derive(Debug, Default)]
+pub struct ClusterExecution;
+
+/// Whether `state` runs its plans on a cluster ([`ClusterExecution`]).
+pub(crate) fn on_cluster(state: &datafusion::execution::SessionState) -> bool {
+    state.config().get_extension::<ClusterExecution>().is_some()
+}
+
+/// A context that sends its queries to a Ballista scheduler (it has
+/// Ballista's settings) but was not prepared for materialized views
+/// cannot serve them: the scheduler would fail to decode a view's scan.
+/// Told by the settings' namespace, so the library needs no Ballista
+/// dependency to refuse it.
+fn check_cluster_ready(state: &datafusion::execution::SessionState) -> Result<()> {
+    let ballista = state
+        .config()
+        .options()
+        .extensions
+        .iter()
+        .any(|(prefix, _)| prefix == "ballista");
+    if ballista && !on_cluster(state) {
+        return Err(Error::NotSupported(
+            "this context sends its queries to a Ballista cluster but was not prepared for materialized views: open the session on datafusion_matview_ballista::remote(url, state), or on a state passed through datafusion_matview_ballista::for_cluster".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Options of a [`MatviewSession`].
 #[derive(Debug, Clone)]
 pub struct MatviewOptions {
@@ -441,14 +476,7 @@ impl MatviewSession {
         location: &str,
         options: MatviewOptions,
     ) -> Result<Self> {
-        // On a Ballista cluster, views reach the executors as scans of
-        // their snapshots' files (see `crate::cluster`).
-        #[cfg(feature = "ballista")]
-        let ctx = if crate::cluster::is_ballista(&ctx.state()) {
-            SessionContext::new_with_state(crate::cluster::for_cluster(ctx.state()))
-        } else {
-            ctx
-        };
+        check_cluster_ready(&ctx.state())?;
         let (store_url, root) = resolve_location(&ctx, location)?;
         let store = ctx.runtime_env().object_store(&store_url).map_err(|e| Error::InvalidLocation {
             location: location.to_owned(),
@@ -765,5 +793,45 @@ mod tests {
         assert_eq!(url.as_str(), "file:///");
         assert!(root.as_ref().ends_with("/cat"), "{root}");
         assert!(dir.path().join("cat").is_dir());
+    }
+
+    datafusion::common::extensions_options! {
+        /// Stands for Ballista's settings (namespace `ballista`).
+        struct FakeBallista {
+            job_name: String, default = String::new()
+        }
+    }
+
+    impl datafusion::common::config::ConfigExtension for FakeBallista {
+        const PREFIX: &'static str = "ballista";
+    }
+
+    /// A context with Ballista's settings is refused unless it was
+    /// prepared for views (`ClusterExecution`): its scheduler could not
+    /// decode a view's scan.
+    #[tokio::test]
+    async fn a_ballista_context_must_be_prepared_for_views() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().join("cat").display().to_string();
+        let config = datafusion::prelude::SessionConfig::new()
+            .with_option_extension(FakeBallista::default());
+        let e = MatviewSession::open(SessionContext::new_with_config(config.clone()), &location)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, Error::NotSupported(m) if m.contains("for_cluster")),
+            "{e}"
+        );
+        let prepared = config.with_extension(Arc::new(ClusterExecution));
+        assert!(on_cluster(
+            &SessionContext::new_with_config(prepared.clone()).state()
+        ));
+        MatviewSession::open(SessionContext::new_with_config(prepared), &location)
+            .await
+            .unwrap();
+        // Without Ballista's settings nothing is asked.
+        MatviewSession::open(SessionContext::new(), &location)
+            .await
+            .unwrap();
     }
 }

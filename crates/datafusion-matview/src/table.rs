@@ -272,9 +272,12 @@ async fn scan_snapshot(
 
 /// One fixed snapshot of a view, with the aggregate state columns its
 /// files hold after the view's: what an incremental refresh merges new
-/// rows into. Not registered anywhere; used only inside refresh plans.
+/// rows into. Not registered anywhere; it appears only inside refresh
+/// plans, where a planner that sends plans elsewhere (the Ballista
+/// integration) finds it and reads [`Self::parts`]. Only the crate makes
+/// one.
 #[derive(Debug)]
-pub(crate) struct SnapshotTable {
+pub struct SnapshotTable {
     catalog: Arc<Catalog>,
     snapshot: Snapshot,
     schema: SchemaRef,
@@ -291,8 +294,7 @@ impl SnapshotTable {
     }
 
     /// The catalog, the snapshot and the columns its files are read with.
-    #[cfg_attr(not(feature = "ballista"), allow(dead_code))]
-    pub(crate) fn parts(&self) -> (&Arc<Catalog>, &Snapshot, SchemaRef) {
+    pub fn parts(&self) -> (&Arc<Catalog>, &Snapshot, SchemaRef) {
         (&self.catalog, &self.snapshot, Arc::clone(&self.schema))
     }
 }

@@ -275,7 +275,7 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     let (ctx, registry) = context::create_context(&setup).await?;
     #[cfg(feature = "ballista")]
     let ctx = match &args.ballista {
-        Some(url) => datafusion_matview::cluster::remote(url, ctx.state()).await?,
+        Some(url) => datafusion_matview_ballista::remote(url, ctx.state()).await?,
         None => ctx,
     };
     context::register_store_for_location(&ctx, &catalog).await?;

@@ -99,14 +99,11 @@ pub(crate) async fn write_snapshot(
     // and each file is attributed to the part that was running when it
     // appeared.
     let lineage: Vec<Option<Vec<String>>> = parts.iter().map(|p| p.lineage.clone()).collect();
-    #[cfg(feature = "ballista")]
-    let attribute = (parts.len() > 1 && crate::cluster::is_ballista(&state)).then(|| Attribution {
+    let attribute = (parts.len() > 1 && crate::session::on_cluster(&state)).then(|| Attribution {
         store: Arc::clone(catalog.store()),
         prefix: catalog.path(&dir),
         found: Arc::default(),
     });
-    #[cfg(not(feature = "ballista"))]
-    let attribute: Option<Attribution> = None;
     let found = attribute.as_ref().map(|a| Arc::clone(&a.found));
     let written = async {
         let mut physical = Vec::with_capacity(parts.len());

@@ -1,13 +1,14 @@
-//! Materialized views on an Apache DataFusion Ballista 55 cluster (feature
-//! `ballista`).
+//! Materialized views on an Apache DataFusion Ballista 55 cluster.
 //!
 //! A Ballista client sends the *logical* plan of each query to the
 //! scheduler, which plans it physically and hands its tasks to executors.
 //! A stock scheduler decodes only what DataFusion's own codecs know:
 //! tables over files (`ListingTable`), plain views, `VALUES`, `COPY TO`.
-//! So a [`MatviewSession`](crate::MatviewSession) opened on a Ballista
-//! context puts a [`ClusterPlanner`] in front of Ballista's planner; just
-//! before a plan leaves the client it rewrites
+//! So a context made by [`remote`] (or a Ballista state passed through
+//! [`for_cluster`]) puts a [`ClusterPlanner`] in front of Ballista's
+//! planner, and a [`MatviewSession`](datafusion_matview::MatviewSession)
+//! opened on it serves views; just before a plan leaves the client it
+//! rewrites
 //!
 //! - each scan of a materialized view into a scan of a `ListingTable` over
 //!   exactly the Parquet files of the snapshot the scan reads (the latest
@@ -98,11 +99,11 @@ use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use tokio::task::JoinHandle;
 
-use crate::catalog::Catalog;
-use crate::error::{Error, Result};
-use crate::functions::MaterializedViewsFunction;
-use crate::spec::Snapshot;
-use crate::table::{MaterializedViewTable, SnapshotTable};
+use datafusion_matview::catalog::Catalog;
+use datafusion_matview::error::{Error, Result};
+use datafusion_matview::functions::MaterializedViewsFunction;
+use datafusion_matview::spec::Snapshot;
+use datafusion_matview::table::{MaterializedViewTable, SnapshotTable};
 
 /// Ballista's setting for its adaptive query planner.
 const ADAPTIVE_PLANNER: &str = "ballista.planner.adaptive.enabled";
@@ -119,11 +120,13 @@ pub fn is_ballista(state: &SessionState) -> bool {
 
 /// A context whose queries run on the Ballista cluster whose scheduler is
 /// at `url` (`df://host:port`), with `state`'s catalogs, functions and
-/// object stores (Ballista's `SessionContext::remote_with_state`). Open a
-/// [`MatviewSession`](crate::MatviewSession) on it.
+/// object stores (Ballista's `SessionContext::remote_with_state`),
+/// prepared for materialized views ([`for_cluster`]). Open a
+/// [`MatviewSession`](datafusion_matview::MatviewSession) on it.
 pub async fn remote(url: &str, state: SessionState) -> Result<SessionContext> {
     use ballista::prelude::SessionContextExt;
-    Ok(SessionContext::remote_with_state(url, state).await?)
+    let ctx = SessionContext::remote_with_state(url, state).await?;
+    Ok(SessionContext::new_with_state(for_cluster(ctx.state())))
 }
 
 /// `state` with a [`ClusterPlanner`] in front of its query planner, and
@@ -134,6 +137,9 @@ pub async fn remote(url: &str, state: SessionState) -> Result<SessionContext> {
 /// silently wrong. `SET ballista.planner.adaptive.enabled = true` turns it
 /// back on for the session.
 pub fn for_cluster(mut state: SessionState) -> SessionState {
+    state
+        .config_mut()
+        .set_extension(Arc::new(datafusion_matview::session::ClusterExecution));
     if let Err(e) = state
         .config_mut()
         .options_mut()
@@ -630,7 +636,7 @@ impl LocalExecutor {
         let listener = tokio::net::TcpListener::bind("localhost:0").await?;
         let address = listener.local_addr()?;
         let registration = ExecutorRegistration {
-            id: crate::spec::new_id(),
+            id: datafusion_matview::spec::new_id(),
             host: Some("localhost".to_owned()),
             port: address.port() as u32,
             grpc_port: 0,
