@@ -221,6 +221,33 @@ async fn a_format_1_catalog_reads_as_it_is_and_migrates_on_its_next_commit() {
     );
 }
 
+/// A CASCADE whose first refresh commits moves the catalog to format 2
+/// while the statement runs: the views refreshed after it are still found
+/// (the statement's base index, loaded once, is format 1).
+#[tokio::test]
+async fn a_cascade_that_migrates_a_format_1_catalog_refreshes_every_view() {
+    let (_dir, catalog) = copy_fixture();
+    let s = open(&catalog).await;
+    assert!(s.catalog().is_format_1());
+    let refreshed = s
+        .sql("REFRESH MATERIALIZED VIEW on_daily FULL CASCADE")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let views: Vec<String> = refreshed
+        .iter()
+        .flat_map(|b| {
+            let names = b.column(0).as_string::<i32>();
+            (0..b.num_rows()).map(move |i| names.value(i).to_owned())
+        })
+        .collect();
+    assert_eq!(views, ["daily", "on_daily"]);
+    assert!(!s.catalog().is_format_1());
+    assert_fixture_data(&s).await;
+}
+
 #[tokio::test]
 async fn migrate_moves_a_format_1_catalog_once() {
     let (_dir, catalog) = copy_fixture();

@@ -186,7 +186,19 @@ impl Catalog {
             return Ok(None);
         };
         if entry.slot.is_empty() {
-            return Ok(self.legacy_view(name));
+            // A format 1 entry: the view is in the format 1 manifest,
+            // unless a commit since `index` was loaded moved the catalog to
+            // format 2 (the first refresh of a CASCADE can); then the
+            // loaded index names its log.
+            if let Some(state) = self.legacy_view(name) {
+                return Ok(Some(state));
+            }
+            return match self.index().view(name) {
+                Some(entry) if !entry.slot.is_empty() => {
+                    self.load_view_log(&entry.slot).await.map(Some)
+                }
+                _ => Ok(None),
+            };
         }
         self.load_view_log(&entry.slot).await.map(Some)
     }
