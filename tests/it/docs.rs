@@ -161,6 +161,30 @@ fn features_of(manifest: &str) -> BTreeSet<String> {
     found
 }
 
+/// The workspace's packages, each with its features: the root package
+/// and every crate under crates/, by the name its manifest gives.
+fn packages() -> std::collections::BTreeMap<String, BTreeSet<String>> {
+    let mut manifests = vec!["Cargo.toml".to_owned()];
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let dir = entry.unwrap().file_name().into_string().unwrap();
+        manifests.push(format!("crates/{dir}/Cargo.toml"));
+    }
+    manifests
+        .into_iter()
+        .map(|manifest| {
+            let text = std::fs::read_to_string(root().join(&manifest)).unwrap();
+            let package = text.split("[package]").nth(1).expect("a [package] table");
+            let name = package
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))
+                .and_then(|l| l.strip_suffix('"'))
+                .expect("a package name")
+                .to_owned();
+            (name, features_of(&manifest))
+        })
+        .collect()
+}
+
 /// The `mod` lines of tests/it/main.rs.
 fn areas() -> BTreeSet<String> {
     std::fs::read_to_string(root().join("tests/it/main.rs"))
@@ -182,30 +206,7 @@ fn every_cargo_command_names_real_targets() {
     let areas = areas();
     // The workspace's packages (`-p`), each with its features; no `-p`
     // means the root package, dfmv.
-    let packages: std::collections::BTreeMap<&str, BTreeSet<String>> = [
-        ("dfmv", features_of("Cargo.toml")),
-        (
-            "datafusion-matview",
-            features_of("crates/datafusion-matview/Cargo.toml"),
-        ),
-        (
-            "datafusion-matview-ballista",
-            features_of("crates/datafusion-matview-ballista/Cargo.toml"),
-        ),
-        (
-            "datafusion-matview-server",
-            features_of("crates/datafusion-matview-server/Cargo.toml"),
-        ),
-        (
-            "datafusion-matview-slt",
-            features_of("crates/datafusion-matview-slt/Cargo.toml"),
-        ),
-        (
-            "datafusion-matview-testing",
-            features_of("crates/datafusion-matview-testing/Cargo.toml"),
-        ),
-    ]
-    .into();
+    let packages = packages();
     let mut wrong = vec![];
     for (page, text) in pages() {
         let commands = text
@@ -286,4 +287,8 @@ fn the_checks_find_what_is_wrong() {
     assert!(features_of("Cargo.toml").contains("ballista"));
     assert!(features_of("crates/datafusion-matview-server/Cargo.toml").contains("flight-sql"));
     assert!(!features_of("Cargo.toml").contains("testing"));
+    let packages = packages();
+    assert!(packages["dfmv"].contains("ballista"));
+    assert!(packages["datafusion-matview-server"].contains("flight-sql"));
+    assert_eq!(packages.len(), 6);
 }
