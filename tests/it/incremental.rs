@@ -419,9 +419,13 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
                     text("detail")
                 ));
             }
-            // Incremental refreshes that evicted data files are counted apart.
-            let kind = if mode == "incremental" && text("detail").contains("evicted") {
+            // Incremental refreshes that evicted data files, or recomputed
+            // partial aggregates, are counted apart.
+            let detail = text("detail");
+            let kind = if mode == "incremental" && detail.contains("evicted") {
                 "evicting".to_string()
+            } else if mode == "incremental" && detail.contains("partial aggregate") {
+                "regrouping".to_string()
             } else {
                 mode.clone()
             };
@@ -507,7 +511,7 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
                 .map(|(_, n)| n)
                 .sum()
         };
-        for mode in ["full", "incremental", "no_op", "evicting"] {
+        for mode in ["full", "incremental", "no_op", "evicting", "regrouping"] {
             assert!(all(mode) > 0, "no {mode} refresh in {modes:?}");
         }
         // Each shape that can be refreshed incrementally was, at least once.
@@ -529,6 +533,14 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
             assert!(
                 count(&format!("{view}:evicting")) > 0,
                 "{view} never evicted: {modes:?}"
+            );
+        }
+        // Removals and rewrites under an aggregate over one table
+        // recompute only the partial aggregates of the files they touched.
+        for view in ["grouped", "grouped_expr", "totals"] {
+            assert!(
+                count(&format!("{view}:regrouping")) > 0,
+                "{view} never recomputed partial aggregates: {modes:?}"
             );
         }
     }

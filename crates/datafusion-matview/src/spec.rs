@@ -259,8 +259,7 @@ impl ViewEntry {
             return BTreeSet::new();
         };
         snapshot
-            .files
-            .iter()
+            .stored_files()
             .filter_map(|f| f.path.rsplit_once('/').map(|(dir, _)| dir.to_owned()))
             .chain([self.snapshot_dir(snapshot)])
             .collect()
@@ -338,6 +337,22 @@ pub struct Snapshot {
     /// sum and count behind an `avg`). Queries never see them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub state_columns: Vec<String>,
+    /// Partial aggregates of an aggregate view over one file-backed table:
+    /// per group of source files (its lineage), the view's groups and
+    /// state computed from those files alone. Queries never read them; a
+    /// refresh after files were removed or rewritten recomputes only the
+    /// partials whose files changed and merges them with the others.
+    /// Their columns are the view's and its state columns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partials: Vec<DataFile>,
+}
+
+impl Snapshot {
+    /// Every file the snapshot holds: its data files, then its partials.
+    /// Whatever keeps, checks or retires a snapshot's files uses this.
+    pub fn stored_files(&self) -> impl Iterator<Item = &DataFile> {
+        self.files.iter().chain(&self.partials)
+    }
 }
 
 /// One Parquet data file of a snapshot.
@@ -442,6 +457,13 @@ mod tests {
                 refreshed_at: Utc::now(),
                 sources: vec![],
                 state_columns: vec!["__dfmv_sum_1".into()],
+                partials: vec![DataFile {
+                    path: "public/My-20View/s1/p.parquet".into(),
+                    size: 8,
+                    rows: 1,
+                    columns: vec![],
+                    lineage: Some(vec!["file:///src/a.csv".into()]),
+                }],
             }),
         });
         let json = serde_json::to_string(&m).unwrap();
@@ -515,6 +537,7 @@ mod tests {
             refreshed_at: Utc::now(),
             sources: vec![],
             state_columns: vec![],
+            partials: vec![],
         };
         let mut m = ViewVersion {
             format_version: MANIFEST_FORMAT,

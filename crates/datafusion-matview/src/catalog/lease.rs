@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::*;
-use crate::spec::DataFile;
+use crate::spec::Snapshot;
 
 /// How long a lease holds without renewal, by default. A writer renews it
 /// four times per period, so only a process stalled this long loses it.
@@ -233,11 +233,11 @@ fn hostname() -> Option<String> {
 
 impl Lease {
     /// Checks, right before the commit, that the write still holds: every
-    /// file of `files` under the lease's directory (and the snapshot
-    /// marker) is there with the size it was written with, and the lease
-    /// has not lapsed (a cleanup may be deleting them now). A lapsed
-    /// lease is renewed first, then the files are checked.
-    pub(crate) async fn confirm(&self, catalog: &Catalog, files: &[DataFile]) -> Result<()> {
+    /// file of `snapshot` (data and partials) under the lease's directory
+    /// (and the snapshot marker) is there with the size it was written
+    /// with, and the lease has not lapsed (a cleanup may be deleting them
+    /// now). A lapsed lease is renewed first, then the files are checked.
+    pub(crate) async fn confirm(&self, catalog: &Catalog, snapshot: &Snapshot) -> Result<()> {
         let margin = (self.ttl / 4).as_millis() as i64;
         if self.held_until.load(Ordering::SeqCst) - margin < Utc::now().timestamp_millis() {
             put_lease(
@@ -250,7 +250,9 @@ impl Lease {
             .await?;
         }
         let prefix = format!("{}/", self.dir);
-        let ours = files.iter().filter(|f| f.path.starts_with(&prefix));
+        let ours = snapshot
+            .stored_files()
+            .filter(|f| f.path.starts_with(&prefix));
         let checks = ours
             .map(|f| (f.path.clone(), Some(f.size)))
             .chain(std::iter::once((

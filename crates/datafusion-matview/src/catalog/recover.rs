@@ -81,9 +81,10 @@ impl Catalog {
             }
         }
         let complete = |view: &ViewEntry| {
-            view.snapshot
-                .as_ref()
-                .is_none_or(|s| s.files.iter().all(|f| sizes.get(&f.path) == Some(&f.size)))
+            view.snapshot.as_ref().is_none_or(|s| {
+                s.stored_files()
+                    .all(|f| sizes.get(&f.path) == Some(&f.size))
+            })
         };
         let contiguous = versions.windows(2).all(|w| w[1].0 == w[0].0 + 1);
         match &base {
@@ -129,8 +130,7 @@ impl Catalog {
             };
             if let Some(missing) = marker
                 .snapshot
-                .files
-                .iter()
+                .stored_files()
                 .find(|f| sizes.get(&f.path) != Some(&f.size))
             {
                 report.skipped.push(format!(

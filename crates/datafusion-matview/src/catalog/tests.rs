@@ -642,6 +642,7 @@ fn test_view(name: &str, snapshot: &str) -> ViewEntry {
             refreshed_at: Utc::now(),
             sources: vec![],
             state_columns: vec![],
+            partials: vec![],
         }),
         name,
         dir,

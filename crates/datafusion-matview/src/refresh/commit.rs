@@ -25,7 +25,7 @@ pub(crate) async fn commit_snapshot(
     snapshot: &Snapshot,
     lease: Lease,
 ) -> Result<u64> {
-    if let Err(e) = lease.confirm(catalog, &snapshot.files).await {
+    if let Err(e) = lease.confirm(catalog, snapshot).await {
         let _ = catalog.delete_dir(&entry.snapshot_dir(snapshot)).await;
         return Err(failed(display, e));
     }

@@ -210,6 +210,7 @@ mod tests {
             refreshed_at: chrono::Utc::now(),
             sources,
             state_columns: vec![],
+            partials: vec![],
         }
     }
 

@@ -86,7 +86,8 @@ pub(crate) struct Part {
 }
 
 /// What a refresh writes: the new snapshot is `keep` plus the output of
-/// every part.
+/// every part (or, when `partials` merges, the merge's output), with the
+/// partials `partials` keeps and writes.
 #[derive(Debug, Default)]
 pub(crate) struct Write {
     /// Run concurrently; each writes its own files.
@@ -98,6 +99,51 @@ pub(crate) struct Write {
     /// How many bytes the parts read in all, when known (an incremental
     /// write over one table): a small write runs on one partition.
     pub input_bytes: Option<u64>,
+    /// The partial aggregates of the new snapshot (see
+    /// [`Snapshot::partials`]).
+    pub partials: Partials,
+}
+
+/// The partial aggregates a refresh keeps and writes. The new ones are
+/// written first; with `merge`, the view's data is then their merge with
+/// other files, and the write's own `parts` are not used.
+#[derive(Debug, Default)]
+pub(crate) struct Partials {
+    /// Partials of the current snapshot the new one keeps.
+    pub keep: Vec<DataFile>,
+    /// One part per group of source files, each with its lineage.
+    pub parts: Vec<Part>,
+    /// How the view's data is made from the partials written.
+    pub merge: Option<Box<MergeInto>>,
+}
+
+/// The view's new data: the new partials merged with `with`: the kept
+/// partials, or the view's current data when nothing was taken away.
+#[derive(Debug)]
+pub(crate) struct MergeInto {
+    with: Vec<DataFile>,
+    aggregation: shape::Aggregation,
+    catalog: Arc<Catalog>,
+}
+
+impl MergeInto {
+    /// The plan of the view's data, once the new partials are `written`.
+    pub(crate) fn plan(&self, written: &[DataFile]) -> Result<LogicalPlan> {
+        let files: Vec<DataFile> = self.with.iter().chain(written).cloned().collect();
+        let pieces = Snapshot {
+            id: String::new(),
+            row_count: files.iter().map(|f| f.rows).sum(),
+            size_bytes: files.iter().map(|f| f.size).sum(),
+            files,
+            refreshed_at: chrono::Utc::now(),
+            sources: vec![],
+            state_columns: self.aggregation.state_columns.clone(),
+            partials: vec![],
+        };
+        let schema = Arc::new(self.aggregation.plan.schema().as_arrow().clone());
+        let table = SnapshotTable::new(Arc::clone(&self.catalog), pieces, schema);
+        self.aggregation.merge_partials(Arc::new(table))
+    }
 }
 
 /// How a stale view is brought up to date.
@@ -161,9 +207,14 @@ pub(crate) fn fingerprinted_files(
 }
 
 impl Write {
-    /// The plan of each part, in order.
+    /// The plan of each part, in order: partials first.
     pub(crate) fn plans(&self) -> Vec<LogicalPlan> {
-        self.parts.iter().map(|p| p.plan.clone()).collect()
+        self.partials
+            .parts
+            .iter()
+            .chain(&self.parts)
+            .map(|p| p.plan.clone())
+            .collect()
     }
 
     /// Makes every part read each pinned table as exactly its pinned files
@@ -171,7 +222,7 @@ impl Write {
     /// reads is then what its fingerprints say it read, so a file added
     /// while it runs is seen as new by the next refresh, and read once.
     pub(crate) fn pin(mut self, pins: &[Pin]) -> Result<Write> {
-        for part in &mut self.parts {
+        for part in self.parts.iter_mut().chain(&mut self.partials.parts) {
             for pin in pins {
                 part.plan = over_files(&part.plan, &pin.provider, &pin.files, &pin.paths)?;
             }
@@ -467,14 +518,25 @@ fn groups(files: &[FileFingerprint]) -> Vec<Vec<String>> {
 /// What a full refresh of a view with this `plan` and `shape` writes.
 /// `single`: the view's one source, when it is a table, with its files as
 /// fingerprinted now; a row-wise view over it is written in groups of
-/// those files, each with its lineage.
+/// those files, each with its lineage, and an aggregate over it keeps
+/// partial aggregates per group (see [`full_partials`]). `previous`: the
+/// view's current data, if any.
 pub(crate) fn full(
     plan: LogicalPlan,
     shape: &Shape,
     single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
+    previous: Option<&Snapshot>,
+    catalog: &Arc<Catalog>,
 ) -> Result<Write> {
     match shape {
         Shape::Aggregate(aggregation) => {
+            if let Some(partials) = full_partials(aggregation, single, previous, catalog)? {
+                return Ok(Write {
+                    state_columns: aggregation.state_columns.clone(),
+                    partials,
+                    ..Default::default()
+                });
+            }
             return Ok(Write {
                 parts: vec![Part {
                     plan: aggregation.plan.clone(),
@@ -516,6 +578,76 @@ pub(crate) fn full(
         }],
         ..Default::default()
     })
+}
+
+/// Most partial aggregates a snapshot keeps: appends add one each, and
+/// merging them all costs more with every one; beyond this a full refresh
+/// regroups them.
+const MAX_PARTIALS: usize = 4 * LINEAGE_GROUPS;
+
+/// Partial aggregates this small are always kept: writing them costs
+/// little next to any query worth materializing.
+const SMALL_PARTIALS: u64 = 8 << 20;
+
+/// Whether partial aggregates are worth keeping for a view: when what they
+/// would hold is small, or at most a quarter of the source's bytes. A view
+/// with about as many groups as its source has rows would store every row
+/// again per group of files; for those, removals recompute the view
+/// instead. `previous` tells the size: its partials, or its data once per
+/// group.
+fn partials_worth_keeping(previous: &Snapshot, source_bytes: u64) -> bool {
+    let partial_bytes = if previous.partials.is_empty() {
+        previous.size_bytes * LINEAGE_GROUPS as u64
+    } else {
+        previous.partials.iter().map(|f| f.size).sum()
+    };
+    partial_bytes <= SMALL_PARTIALS || partial_bytes * 4 <= source_bytes
+}
+
+/// The partial aggregates a full refresh of an aggregate view writes, one
+/// per group of the files of its one source (a listing table it reads
+/// row-wise), merged into the view's data; `None` when there are fewer
+/// than two groups or [`partials_worth_keeping`] says no.
+fn full_partials(
+    aggregation: &shape::Aggregation,
+    single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
+    previous: Option<&Snapshot>,
+    catalog: &Arc<Catalog>,
+) -> Result<Option<Partials>> {
+    let Some((provider, name, files)) = single else {
+        return Ok(None);
+    };
+    let name = name.to_string();
+    let Ok(listing) = listing_of(provider, &name) else {
+        return Ok(None);
+    };
+    if linear(&aggregation.input, provider, &name) != Ok(true) {
+        return Ok(None);
+    }
+    let groups = groups(files);
+    let source_bytes = non_empty(files).map(|f| f.size).sum();
+    if groups.len() < 2 || previous.is_some_and(|p| !partials_worth_keeping(p, source_bytes)) {
+        return Ok(None);
+    }
+    let listing = Files::Listing(listing);
+    let parts = groups
+        .into_iter()
+        .map(|group| {
+            Ok(Part {
+                plan: over_files(&aggregation.plan, provider, &listing, &group)?,
+                lineage: Some(group),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(Partials {
+        keep: vec![],
+        parts,
+        merge: Some(Box::new(MergeInto {
+            with: vec![],
+            aggregation: aggregation.clone(),
+            catalog: Arc::clone(catalog),
+        })),
+    }))
 }
 
 /// Why a refresh cannot compute only what changed in `source` when the
@@ -580,6 +712,10 @@ pub(crate) fn choose(
                 keep: snapshot.files.clone(),
                 state_columns: snapshot.state_columns.clone(),
                 input_bytes: Some(0),
+                partials: Partials {
+                    keep: snapshot.partials.clone(),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             detail: format!("{source}: only empty files changed; nothing to recompute"),
@@ -603,13 +739,29 @@ pub(crate) fn choose(
             if nothing {
                 return unchanged();
             }
+            if snapshot.state_columns != aggregation.state_columns {
+                return Ok(Strategy::Full(FullReason::NoStateToMerge));
+            }
+            if !snapshot.partials.is_empty() {
+                return from_partials(
+                    aggregation,
+                    snapshot,
+                    &readable,
+                    provider,
+                    catalog,
+                    &Delta {
+                        what,
+                        changed: &changed,
+                        added: &added,
+                        after: &after,
+                        only_source: change.only_source,
+                    },
+                );
+            }
             if !changed.is_empty() {
                 return Ok(Strategy::Full(FullReason::RowsRemovedFromAggregate {
                     change: what,
                 }));
-            }
-            if snapshot.state_columns != aggregation.state_columns {
-                return Ok(Strategy::Full(FullReason::NoStateToMerge));
             }
             if added.is_empty() {
                 return Ok(Strategy::Full(FullReason::SourceChanged {
@@ -638,6 +790,7 @@ pub(crate) fn choose(
                     keep: vec![],
                     state_columns: aggregation.state_columns.clone(),
                     input_bytes: change.only_source.then_some(read),
+                    partials: Partials::default(),
                 },
                 detail: format!("{what}; merged into the existing groups"),
             })
@@ -705,11 +858,134 @@ pub(crate) fn choose(
                     keep: keep.into_iter().cloned().collect(),
                     state_columns: vec![],
                     input_bytes: change.only_source.then_some(read_bytes),
+                    partials: Partials::default(),
                 },
                 detail,
             })
         }
     }
+}
+
+/// How one table's files changed, as [`choose`] found it.
+struct Delta<'a> {
+    /// In words (`t: 1 file(s) removed`).
+    what: String,
+    /// Files that were there before and were removed or rewritten.
+    changed: &'a BTreeSet<&'a str>,
+    /// Files that are new.
+    added: &'a [&'a str],
+    /// The table's files now.
+    after: &'a BTreeMap<&'a str, &'a FileFingerprint>,
+    only_source: bool,
+}
+
+/// Refreshes an aggregate view that keeps partial aggregates: the partials
+/// computed from removed or rewritten files are recomputed from what is
+/// left of their files, the appended files make one more, and the view's
+/// data is all of them merged (or, when only files were appended, the new
+/// partial merged into the current data).
+fn from_partials(
+    aggregation: &shape::Aggregation,
+    snapshot: &Snapshot,
+    readable: &Files,
+    provider: &Arc<dyn TableProvider>,
+    catalog: &Arc<Catalog>,
+    delta: &Delta<'_>,
+) -> Result<Strategy> {
+    let what = delta.what.clone();
+    if snapshot.partials.iter().any(|f| f.lineage.is_none()) {
+        return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
+    }
+    let (evicted, kept): (Vec<&DataFile>, Vec<&DataFile>) =
+        snapshot.partials.iter().partition(|f| {
+            f.lineage
+                .iter()
+                .flatten()
+                .any(|p| delta.changed.contains(p.as_str()))
+        });
+    let mut groups: Vec<Vec<String>> = evicted
+        .iter()
+        .map(|f| {
+            f.lineage
+                .iter()
+                .flatten()
+                .filter(|p| delta.after.contains_key(p.as_str()))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .filter(|group| !group.is_empty())
+        .collect();
+    if !delta.added.is_empty() {
+        groups.push(delta.added.iter().map(|p| p.to_string()).collect());
+    }
+    if groups.is_empty() && kept.is_empty() {
+        // Every file is gone: nothing to merge (an aggregate without
+        // GROUP BY still has its one row, which a full refresh gives).
+        return Ok(Strategy::Full(FullReason::NothingLeft { change: what }));
+    }
+    if kept.len() + groups.len() > MAX_PARTIALS {
+        return Ok(Strategy::Full(FullReason::PartialsFragmented {
+            change: what,
+            pieces: kept.len() + groups.len(),
+        }));
+    }
+    let read_bytes: u64 = groups
+        .iter()
+        .flatten()
+        .filter_map(|p| delta.after.get(p.as_str()))
+        .map(|f| f.size)
+        .sum();
+    let total: u64 = delta.after.values().map(|f| f.size).sum();
+    if !cheaper_than_full(read_bytes, total) {
+        return Ok(Strategy::Full(if evicted.is_empty() {
+            FullReason::MostlyNew { change: what }
+        } else {
+            FullReason::MostlyReread { change: what }
+        }));
+    }
+    let parts = groups
+        .into_iter()
+        .map(|group| {
+            Ok(Part {
+                plan: over_files(&aggregation.plan, provider, readable, &group)?,
+                lineage: Some(group),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let kept: Vec<DataFile> = kept.into_iter().cloned().collect();
+    // Only appended: the current data already merges every kept partial.
+    let (with, detail) = if evicted.is_empty() {
+        (
+            snapshot.files.clone(),
+            format!("{what}; merged into the existing groups"),
+        )
+    } else {
+        let detail = format!(
+            "{what}; recomputed {} of {} partial aggregate(s), merged with the others",
+            evicted.len(),
+            snapshot.partials.len()
+        );
+        (kept.clone(), detail)
+    };
+    let merged_bytes: u64 = with.iter().map(|f| f.size).sum();
+    Ok(Strategy::Incremental {
+        write: Write {
+            parts: vec![],
+            keep: vec![],
+            state_columns: aggregation.state_columns.clone(),
+            input_bytes: delta.only_source.then_some(read_bytes + merged_bytes),
+            partials: Partials {
+                keep: kept,
+                parts,
+                merge: Some(Box::new(MergeInto {
+                    with,
+                    aggregation: aggregation.clone(),
+                    catalog: Arc::clone(catalog),
+                })),
+            },
+        },
+        detail,
+    })
 }
 
 #[cfg(test)]

@@ -191,6 +191,18 @@ pub(crate) enum FullReason {
         /// What changed.
         change: String,
     },
+    /// No file of the table is left.
+    NothingLeft {
+        /// What changed.
+        change: String,
+    },
+    /// The view's partial aggregates would be in too many pieces.
+    PartialsFragmented {
+        /// What changed.
+        change: String,
+        /// How many there would be.
+        pieces: usize,
+    },
 }
 
 impl fmt::Display for FullReason {
@@ -231,6 +243,11 @@ impl fmt::Display for FullReason {
             Self::MostlyReread { change } => {
                 write!(f, "{change}; recomputing would read more than half of it")
             }
+            Self::NothingLeft { change } => write!(f, "{change}; no file of it is left"),
+            Self::PartialsFragmented { change, pieces } => write!(
+                f,
+                "{change}; its partial aggregates would be in {pieces} pieces, regrouped"
+            ),
         }
     }
 }

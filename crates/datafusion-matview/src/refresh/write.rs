@@ -28,7 +28,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use object_store::{ObjectStoreExt, PutPayload};
 
-use super::plan::Write;
+use super::plan::{Part, Write};
 use crate::catalog::{Catalog, Lease, create_only};
 use crate::error::{Error, Result};
 use crate::spec::{
@@ -73,6 +73,7 @@ pub(crate) async fn write_snapshot(
         keep,
         state_columns,
         input_bytes,
+        partials,
     } = write;
     let small = state.config().options().optimizer.repartition_file_min_size as u64;
     if input_bytes.is_some_and(|bytes| bytes < small) {
@@ -81,7 +82,7 @@ pub(crate) async fn write_snapshot(
         // threads costs more than it saves.
         state.config_mut().options_mut().execution.target_partitions = 1;
     }
-    if parts.len() > 1 {
+    if parts.len() > 1 || partials.parts.len() > 1 {
         // One file per part (a group of source files), as the lineage
         // that evicts data files by source file group wants.
         state
@@ -89,26 +90,95 @@ pub(crate) async fn write_snapshot(
             .options_mut()
             .set("datafusion.execution.minimum_parallel_output_files", "1")?;
     }
-    // Each part writes files into the directory (as many as DataFusion's
-    // writer makes), named afresh by every execution, so a task that runs
-    // twice (an executor declared lost that is still alive) never
-    // overwrites a file; each file's footer names its part, so its
-    // lineage and the rows each part wrote are known. On a cluster the
-    // footer's key-value metadata does not reach the executors (Ballista
-    // 55's plan codec drops it), so several parts run one after the other
-    // and each file is attributed to the part that was running when it
-    // appeared.
-    let lineage: Vec<Option<Vec<String>>> = parts.iter().map(|p| p.lineage.clone()).collect();
-    let attribute = (parts.len() > 1 && crate::session::on_cluster(&state)).then(|| Attribution {
-        store: Arc::clone(catalog.store()),
-        prefix: catalog.path(&dir),
-        found: Arc::default(),
-    });
-    let found = attribute.as_ref().map(|a| Arc::clone(&a.found));
-    let written = async {
+    let writer = PartWriter {
+        state: &state,
+        catalog,
+        dir: &dir,
+        options: &options,
+        schema: Arc::new(entry.definition.schema.clone()),
+    };
+    let produced = async {
+        // Partial aggregates first: the view's data may be their merge.
+        let mut new_partials = vec![];
+        let mut parts = parts;
+        if !partials.parts.is_empty() {
+            new_partials = writer.write(partials.parts, progress, &[]).await?;
+        }
+        if let Some(merge) = &partials.merge {
+            parts = vec![Part {
+                plan: merge.plan(&new_partials)?,
+                lineage: None,
+            }];
+        }
+        let progress = progress.filter(|_| new_partials.is_empty());
+        let data = writer.write(parts, progress, &new_partials).await?;
+        Ok(Produced {
+            data,
+            partials: partials.keep.into_iter().chain(new_partials).collect(),
+        })
+    }
+    .await;
+    seal_snapshot(
+        catalog,
+        entry,
+        id,
+        &dir,
+        produced,
+        sources,
+        Kept {
+            keep,
+            state_columns,
+        },
+    )
+    .await
+}
+
+/// Writes parts of a refresh into its snapshot directory.
+struct PartWriter<'a> {
+    state: &'a SessionState,
+    catalog: &'a Catalog,
+    dir: &'a str,
+    options: &'a TableParquetOptions,
+    /// The view's columns (its files may hold state columns after them).
+    schema: SchemaRef,
+}
+
+impl PartWriter<'_> {
+    /// Runs `parts` and returns the files they wrote, each with its part's
+    /// lineage: the directory's Parquet files but those already `written`.
+    ///
+    /// Each part writes files into the directory (as many as DataFusion's
+    /// writer makes), named afresh by every execution, so a task that runs
+    /// twice (an executor declared lost that is still alive) never
+    /// overwrites a file; each file's footer names its part, so its
+    /// lineage and the rows each part wrote are known. On a cluster the
+    /// footer's key-value metadata does not reach the executors (Ballista
+    /// 55's plan codec drops it), so several parts run one after the other
+    /// and each file is attributed to the part that was running when it
+    /// appeared.
+    async fn write(
+        &self,
+        parts: Vec<Part>,
+        progress: Option<(&str, &Arc<dyn ProgressListener>)>,
+        written: &[DataFile],
+    ) -> Result<Vec<DataFile>> {
+        let (catalog, state) = (self.catalog, self.state);
+        let lineage: Vec<Option<Vec<String>>> = parts.iter().map(|p| p.lineage.clone()).collect();
+        let attribute = (parts.len() > 1 && crate::session::on_cluster(state)).then(|| {
+            let found: HashMap<_, _> = written
+                .iter()
+                .map(|f| (catalog.path(&f.path), usize::MAX))
+                .collect();
+            Attribution {
+                store: Arc::clone(catalog.store()),
+                prefix: catalog.path(self.dir),
+                found: Arc::new(std::sync::Mutex::new(found)),
+            }
+        });
+        let found = attribute.as_ref().map(|a| Arc::clone(&a.found));
         let mut physical = Vec::with_capacity(parts.len());
         for (i, part) in parts.into_iter().enumerate() {
-            let mut options = options.clone();
+            let mut options = self.options.clone();
             options
                 .key_value_metadata
                 .insert(META_PART.into(), Some(i.to_string()));
@@ -116,7 +186,7 @@ pub(crate) async fn write_snapshot(
                 format_as_file_type(Arc::new(ParquetFormatFactory::new_with_options(options)));
             let copy = LogicalPlanBuilder::copy_to(
                 part.plan,
-                catalog.url_of_dir(&dir),
+                catalog.url_of_dir(self.dir),
                 file_type,
                 HashMap::new(),
                 vec![],
@@ -125,33 +195,100 @@ pub(crate) async fn write_snapshot(
             physical.push(state.create_physical_plan(&copy).await?);
         }
         let concurrency = state.config().target_partitions().max(1);
-        run_with_progress(physical, state.task_ctx(), concurrency, progress, attribute).await
+        let expected_rows =
+            run_with_progress(physical, state.task_ctx(), concurrency, progress, attribute).await?;
+        let attributed: HashMap<String, usize> = found
+            .map(|found| std::mem::take(&mut *found.lock().unwrap_or_else(|e| e.into_inner())))
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|(path, part)| Some((catalog.relative(&path)?, part)))
+            .collect();
+        let known: std::collections::HashSet<&str> =
+            written.iter().map(|f| f.path.as_str()).collect();
+        let mut files = list_snapshot_files(catalog, self.dir, &self.schema).await?;
+        files.retain(|(f, _)| !known.contains(f.path.as_str()));
+        claim(self.dir, files, &expected_rows, &lineage, &attributed)
     }
-    .await;
-    let attributed = found
-        .map(|found| std::mem::take(&mut *found.lock().unwrap_or_else(|e| e.into_inner())))
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|(path, part)| Some((catalog.relative(&path)?, part)))
-        .collect();
-    let layout = Layout {
-        keep,
-        lineage,
-        attributed,
-        state_columns,
-    };
-    seal_snapshot(catalog, entry, id, &dir, written, sources, layout).await
 }
 
-/// How a new snapshot is made of the files its writes produced.
-struct Layout {
+/// The files a write produced: the view's data and its partials.
+struct Produced {
+    data: Vec<DataFile>,
+    partials: Vec<DataFile>,
+}
+
+/// What a new snapshot takes from the write that is not written by it.
+struct Kept {
     /// Files of the previous snapshot the new one keeps.
     keep: Vec<DataFile>,
-    /// The lineage of each part's files (see [`META_PART`]).
-    lineage: Vec<Option<Vec<String>>>,
-    /// The part of each file whose footer does not say, when known.
-    attributed: HashMap<String, usize>,
     state_columns: Vec<String>,
+}
+
+/// The files `listed` (each with the part its footer names, if any) as
+/// the parts that wrote `expected_rows` (when they report them) produced
+/// them, each with its part's `lineage`; `attributed` names the part of
+/// files whose footer does not say. Fails when a part's files do not hold
+/// exactly the rows it wrote, or files no part claims hold rows: never
+/// commit a snapshot that is not all there, or holds a part twice.
+fn claim(
+    dir: &str,
+    mut listed: Vec<(DataFile, Option<usize>)>,
+    expected_rows: &[Option<u64>],
+    lineage: &[Option<Vec<String>>],
+    attributed: &HashMap<String, usize>,
+) -> Result<Vec<DataFile>> {
+    for (file, part) in &mut listed {
+        if part.is_none() {
+            *part = attributed.get(&file.path).copied();
+        }
+        // One part: every file its writer made is its own.
+        if part.is_none() && expected_rows.len() == 1 {
+            *part = Some(0);
+        }
+    }
+    let rows_of = |part: usize| -> u64 {
+        listed
+            .iter()
+            .filter(|(_, p)| *p == Some(part))
+            .map(|(f, _)| f.rows)
+            .sum()
+    };
+    let unclaimed: u64 = listed
+        .iter()
+        .filter(|(_, p)| p.is_none_or(|p| p >= expected_rows.len()))
+        .map(|(f, _)| f.rows)
+        .sum();
+    let mismatch = expected_rows
+        .iter()
+        .enumerate()
+        .find_map(|(part, expected)| {
+            let found = rows_of(part);
+            expected
+                .filter(|e| *e != found)
+                .map(|expected| (expected, found))
+        })
+        .or_else(|| {
+            // Files no part claims: another writer's, or a stray copy.
+            let expected: Option<u64> = expected_rows.iter().copied().sum();
+            (unclaimed > 0 && !expected_rows.is_empty() && expected.is_some()).then(|| {
+                let found = listed.iter().map(|(f, _)| f.rows).sum();
+                (expected.unwrap_or_default(), found)
+            })
+        });
+    if let Some((expected, found)) = mismatch {
+        return Err(Error::IncompleteWrite {
+            dir: dir.to_owned(),
+            expected,
+            found,
+        });
+    }
+    Ok(listed
+        .into_iter()
+        .map(|(f, part)| DataFile {
+            lineage: part.and_then(|p| lineage.get(p).cloned()).flatten(),
+            ..f
+        })
+        .collect())
 }
 
 /// Files attributed to the part that was running when they appeared, for
@@ -162,80 +299,22 @@ struct Attribution {
     found: Arc<std::sync::Mutex<HashMap<object_store::path::Path, usize>>>,
 }
 
-/// Completes a snapshot whose files `produced` wrote under `dir` (the rows
-/// each part reported, when known): reads every file's footer, size and
-/// row count, checks each part's files hold the rows it wrote, and writes
-/// the `_snapshot.json` marker that recovery trusts. On any failure
-/// removes `dir` (nothing references it).
+/// Completes a snapshot of the files `produced` wrote under `dir` and the
+/// files it keeps: writes the `_snapshot.json` marker that recovery
+/// trusts. On any failure removes `dir` (nothing references it).
 async fn seal_snapshot(
     catalog: &Catalog,
     entry: &ViewEntry,
     id: String,
     dir: &str,
-    produced: Result<Vec<Option<u64>>>,
+    produced: Result<Produced>,
     sources: Vec<SourceFingerprint>,
-    layout: Layout,
+    kept: Kept,
 ) -> Result<Snapshot> {
     let sealed = async {
-        let expected_rows = produced?;
-        let mut files =
-            list_snapshot_files(catalog, dir, &Arc::new(entry.definition.schema.clone())).await?;
-        for (file, part) in &mut files {
-            if part.is_none() {
-                *part = layout.attributed.get(&file.path).copied();
-            }
-            // One part: every file its writer made is its own.
-            if part.is_none() && expected_rows.len() == 1 {
-                *part = Some(0);
-            }
-        }
-        // Never commit a snapshot that is not all there, or holds a part
-        // twice: per part, the files must hold exactly the rows written.
-        let rows_of = |part: usize| -> u64 {
-            files
-                .iter()
-                .filter(|(_, p)| *p == Some(part))
-                .map(|(f, _)| f.rows)
-                .sum()
-        };
-        let unclaimed: u64 = files
-            .iter()
-            .filter(|(_, p)| p.is_none_or(|p| p >= expected_rows.len()))
-            .map(|(f, _)| f.rows)
-            .sum();
-        let mismatch = expected_rows
-            .iter()
-            .enumerate()
-            .find_map(|(part, expected)| {
-                let found = rows_of(part);
-                expected
-                    .filter(|e| *e != found)
-                    .map(|expected| (expected, found))
-            })
-            .or_else(|| {
-                // Files no part claims: another writer's, or a stray copy.
-                let expected: Option<u64> = expected_rows.iter().copied().sum();
-                (unclaimed > 0 && !expected_rows.is_empty() && expected.is_some()).then(|| {
-                    let found = files.iter().map(|(f, _)| f.rows).sum();
-                    (expected.unwrap_or_default(), found)
-                })
-            });
-        if let Some((expected, found)) = mismatch {
-            return Err(Error::IncompleteWrite {
-                dir: dir.to_owned(),
-                expected,
-                found,
-            });
-        }
+        let produced = produced?;
         // An incremental refresh keeps files of the snapshot it builds on.
-        let files: Vec<DataFile> = layout
-            .keep
-            .into_iter()
-            .chain(files.into_iter().map(|(f, part)| DataFile {
-                lineage: part.and_then(|p| layout.lineage.get(p).cloned()).flatten(),
-                ..f
-            }))
-            .collect();
+        let files: Vec<DataFile> = kept.keep.into_iter().chain(produced.data).collect();
         let snapshot = Snapshot {
             id,
             row_count: files.iter().map(|f| f.rows).sum(),
@@ -243,7 +322,8 @@ async fn seal_snapshot(
             files,
             refreshed_at: Utc::now(),
             sources,
-            state_columns: layout.state_columns,
+            state_columns: kept.state_columns,
+            partials: produced.partials,
         };
         let marker = SnapshotMarker {
             view: entry.clone(),
@@ -301,16 +381,20 @@ pub(crate) async fn import_snapshot(
                 .put_opts(&target, PutPayload::from(bytes), opts)
                 .await?;
         }
-        Ok(vec![])
+        let schema = Arc::new(entry.definition.schema.clone());
+        let listed = list_snapshot_files(catalog, &dir, &schema).await?;
+        let data = claim(&dir, listed, &[], &[], &HashMap::new())?;
+        Ok(Produced {
+            data,
+            partials: vec![],
+        })
     }
     .await;
-    let layout = Layout {
+    let kept = Kept {
         keep: vec![],
-        lineage: vec![],
-        attributed: HashMap::new(),
         state_columns: vec![],
     };
-    seal_snapshot(catalog, entry, id, &dir, copied, sources, layout).await
+    seal_snapshot(catalog, entry, id, &dir, copied, sources, kept).await
 }
 
 /// Existing data must have the view's columns, in order, with types a

@@ -122,7 +122,7 @@ impl MatviewSession {
                     let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
                     let shape = Shape::of(&plan);
                     let write = self
-                        .full_write(plan, &shape, &fingerprints, &Default::default())
+                        .full_write(plan, &shape, &fingerprints, &Default::default(), None)
                         .await?;
                     let plans = write.plans();
                     match write_snapshot(
@@ -166,7 +166,7 @@ impl MatviewSession {
         let slot = lease.slot.clone().unwrap_or_else(crate::spec::new_id);
         let logged = async {
             if let Some(s) = &entry.snapshot {
-                lease.confirm(&self.catalog, &s.files).await?;
+                lease.confirm(&self.catalog, s).await?;
             }
             self.catalog.create_view_log_in(&entry, slot).await
         };

@@ -347,7 +347,11 @@ impl MatviewSession {
             (_, Some(write)) => Some(write),
             _ => {
                 let shape = shape.unwrap_or_else(|| Shape::of(&plan));
-                Some(self.full_write(plan, &shape, &fingerprints, pinned).await?)
+                let previous = entry.snapshot.as_ref();
+                Some(
+                    self.full_write(plan, &shape, &fingerprints, pinned, previous)
+                        .await?,
+                )
             }
         };
         let write = match write {
@@ -422,6 +426,7 @@ impl MatviewSession {
         shape: &Shape,
         fingerprints: &[SourceFingerprint],
         pinned: &PinnedSources,
+        previous: Option<&Snapshot>,
     ) -> Result<Write> {
         let table = plan::only_table(fingerprints);
         let provider = match table {
@@ -431,7 +436,7 @@ impl MatviewSession {
         let single = table
             .zip(provider.as_ref())
             .map(|((name, files), provider)| (provider, name, files));
-        plan::full(plan, shape, single)
+        plan::full(plan, shape, single, previous, &self.catalog)
     }
 
     /// The provider a refresh reads source `name` through: held at its

@@ -402,7 +402,7 @@ pub fn retired_between(old: &ViewEntry, new: &ViewEntry) -> Vec<RetiredSnapshot>
     let kept_files: BTreeSet<&str> = new
         .snapshot
         .iter()
-        .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+        .flat_map(|s| s.stored_files().map(|f| f.path.as_str()))
         .collect();
     let mut retired = vec![];
     for dir in old.data_dirs() {
@@ -417,7 +417,7 @@ pub fn retired_between(old: &ViewEntry, new: &ViewEntry) -> Vec<RetiredSnapshot>
         let evicted: Vec<String> = old
             .snapshot
             .iter()
-            .flat_map(|s| &s.files)
+            .flat_map(|s| s.stored_files())
             .filter(|f| {
                 f.path.rsplit_once('/').map(|(d, _)| d) == Some(dir.as_str())
                     && !kept_files.contains(f.path.as_str())

@@ -32,7 +32,7 @@ pub(super) enum Merge {
 }
 
 /// A view whose query ends in an aggregate that can be merged.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Aggregation {
     /// The view's query, also returning the state columns after its own.
     pub plan: LogicalPlan,
@@ -228,6 +228,21 @@ impl Aggregation {
         let stored = LogicalPlanBuilder::scan("__dfmv_current", provider_as_source(current), None)?
             .build()?;
         let both = LogicalPlanBuilder::from(stored).union(delta)?.build()?;
+        self.merge_rows(both)
+    }
+
+    /// The plan that merges the partial aggregates `partials` holds (the
+    /// view's columns and state columns, per group of source files) into
+    /// the view's content: the same merge as [`Aggregation::merge`].
+    pub(super) fn merge_partials(&self, partials: Arc<dyn TableProvider>) -> Result<LogicalPlan> {
+        let scan = LogicalPlanBuilder::scan("__dfmv_partials", provider_as_source(partials), None)?
+            .build()?;
+        self.merge_rows(scan)
+    }
+
+    /// Groups `both` (rows of the view's columns and state columns, one
+    /// per group and piece) by the keys and merges each column.
+    fn merge_rows(&self, both: LogicalPlan) -> Result<LogicalPlan> {
         let input = Arc::clone(both.schema());
         let column = |i: usize| Expr::Column(Column::from(input.qualified_field(i)));
         let key_count = self.merges.iter().filter(|m| **m == Merge::Key).count();
