@@ -1,7 +1,9 @@
 //! Materialized views against the plain-DataFusion way of doing the same
 //! work, measured in the same run:
 //!
-//! - `refresh`: full REFRESH of a view vs `COPY (same query) TO ... STORED AS PARQUET`;
+//! - `refresh`: full REFRESH of a view vs `COPY (same query) TO ... STORED AS PARQUET`,
+//!   for the filter view and for a GROUP BY view (which also writes partial
+//!   aggregates);
 //! - `scan_filter` / `scan_aggregate`: querying the view vs the same Parquet
 //!   files registered with `CREATE EXTERNAL TABLE`;
 //! - `open_catalog`: opening a catalog of N views vs registering N Parquet
@@ -9,7 +11,8 @@
 //! - `after_append`: after appending one file (1% of the source), REFRESH
 //!   of a filter view and of two GROUP BY views vs REFRESH ... FULL of the same
 //!   view; REFRESH of an unchanged view (no_op) vs FULL; and REFRESH of
-//!   the filter view after one source file was rewritten vs FULL.
+//!   the filter view and the two GROUP BY views after one source file was
+//!   rewritten vs FULL.
 //!
 //! `cargo bench --bench matview` (10 million source rows, 1,000 views);
 //! `DFMV_BENCH_ROWS` and `DFMV_BENCH_VIEWS` shrink it for a quick run.
@@ -29,6 +32,10 @@ use common::{criterion_dir, env_usize, mean_ns};
 
 const VIEW_QUERY: &str =
     "SELECT id, grp, amount * 2 AS amount2, name FROM src WHERE amount % 3 <> 0";
+
+/// The GROUP BY view of the benchmarks (1,000 groups); its full refresh
+/// also writes partial aggregates per group of source files.
+const GROUPED_QUERY: &str = "SELECT grp, count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi, avg(amount) AS mean FROM src GROUP BY grp";
 
 struct Fixture {
     dir: tempfile::TempDir,
@@ -122,16 +129,18 @@ fn assert_mode(result: &[RecordBatch], sql: &str, expected: &str) {
     );
 }
 
-fn bench_refresh(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
-    let catalog = fixture.path("refresh-catalog");
+/// Full REFRESH of a view of `query` vs `COPY (query) TO`, in the group
+/// `refresh_{rows}_rows` (the filter view) or `refresh_{rows}_rows_{label}`.
+fn bench_refresh(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, query: &str, label: &str) {
+    let catalog = fixture.path(&format!("refresh-catalog{label}"));
     let s = rt.block_on(async {
         let s = session(fixture, &catalog).await;
-        s.sql(&format!("CREATE MATERIALIZED VIEW v AS {VIEW_QUERY}"))
+        s.sql(&format!("CREATE MATERIALIZED VIEW v AS {query}"))
             .await
             .unwrap();
         s
     });
-    let mut group = c.benchmark_group(format!("refresh_{}_rows", fixture.rows));
+    let mut group = c.benchmark_group(format!("refresh_{}_rows{label}", fixture.rows));
     group.sample_size(10);
     group.bench_function("matview_refresh", |b| {
         b.to_async(rt).iter(|| async {
@@ -155,7 +164,7 @@ fn bench_refresh(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
                 let start = Instant::now();
                 rt.block_on(async {
                     ctx.sql(&format!(
-                        "COPY ({VIEW_QUERY}) TO '{}/' STORED AS PARQUET",
+                        "COPY ({query}) TO '{}/' STORED AS PARQUET",
                         out.display()
                     ))
                     .await
@@ -281,7 +290,7 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
         s.sql(&format!("CREATE MATERIALIZED VIEW filtered AS {VIEW_QUERY}"))
             .await
             .unwrap();
-        s.sql("CREATE MATERIALIZED VIEW grouped AS SELECT grp, count(*) AS n, sum(amount) AS total, min(amount) AS lo, max(amount) AS hi, avg(amount) AS mean FROM src GROUP BY grp")
+        s.sql(&format!("CREATE MATERIALIZED VIEW grouped AS {GROUPED_QUERY}"))
             .await
             .unwrap();
         s.sql("CREATE MATERIALIZED VIEW grouped_by_name AS SELECT name, count(*) AS n, sum(amount) AS total, max(id) AS last_id, avg(amount) AS mean FROM src GROUP BY name")
@@ -352,42 +361,42 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     group.finish();
 
     // One of the 100 source files rewritten: the filter view evicts the
-    // data computed from its group of files and reads the group again.
-    let mut group = c.benchmark_group("after_rewrite_filtered");
-    group.sample_size(10);
-    group.warm_up_time(Duration::from_secs(1));
-    for (function, sql, mode) in [
-        (
-            "matview_refresh",
-            "REFRESH MATERIALIZED VIEW filtered",
-            "incremental",
-        ),
-        (
-            "full_refresh",
-            "REFRESH MATERIALIZED VIEW filtered FULL",
-            "full",
-        ),
-    ] {
-        group.bench_function(function, |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let run = |sql: &str| {
-                        rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() })
-                    };
-                    // Untimed: every iteration starts from a full refresh.
-                    run("REFRESH MATERIALIZED VIEW filtered FULL");
-                    fixture.rewrite_one();
-                    let start = Instant::now();
-                    let result = run(sql);
-                    total += start.elapsed();
-                    assert_mode(&result, sql, mode);
-                }
-                total
-            })
-        });
+    // data computed from its group of files and reads the group again; the
+    // GROUP BY views recompute the partial aggregate of that group and
+    // merge it with the other 15.
+    for view in ["filtered", "grouped", "grouped_by_name"] {
+        let mut group = c.benchmark_group(format!("after_rewrite_{view}"));
+        group.sample_size(10);
+        group.warm_up_time(Duration::from_secs(1));
+        let refresh = format!("REFRESH MATERIALIZED VIEW {view}");
+        let full = format!("{refresh} FULL");
+        for (function, sql, mode) in [
+            ("matview_refresh", &refresh, "incremental"),
+            ("full_refresh", &full, "full"),
+        ] {
+            group.bench_function(function, |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let run = |sql: &str| {
+                            rt.block_on(async {
+                                s.sql(sql).await.unwrap().collect().await.unwrap()
+                            })
+                        };
+                        // Untimed: every iteration starts from a full refresh.
+                        run(&full);
+                        fixture.rewrite_one();
+                        let start = Instant::now();
+                        let result = run(sql);
+                        total += start.elapsed();
+                        assert_mode(&result, sql, mode);
+                    }
+                    total
+                })
+            });
+        }
+        group.finish();
     }
-    group.finish();
 }
 
 fn main() {
@@ -399,7 +408,8 @@ fn main() {
     let mut c = Criterion::default()
         .output_directory(&out)
         .configure_from_args();
-    bench_refresh(&mut c, &rt, &fixture);
+    bench_refresh(&mut c, &rt, &fixture, VIEW_QUERY, "");
+    bench_refresh(&mut c, &rt, &fixture, GROUPED_QUERY, "_grouped");
     bench_scans(&mut c, &rt, &fixture);
     bench_open(&mut c, &rt, &fixture, views);
     // Last: it appends to the source.
@@ -408,6 +418,7 @@ fn main() {
 
     println!("\nratio = materialized view / plain DataFusion (lower is better)");
     let rows_group = format!("refresh_{rows}_rows");
+    let grouped_rows_group = format!("refresh_{rows}_rows_grouped");
     let open_group = format!("open_{views}_views");
     let pairs = [
         (
@@ -441,10 +452,28 @@ fn main() {
             "no target: 1 of 100 files rewritten",
         ),
         (
+            "after_rewrite_grouped",
+            "matview_refresh",
+            "full_refresh",
+            "target <= 0.10 (10x faster): 1 of 100 files rewritten",
+        ),
+        (
+            "after_rewrite_grouped_by_name",
+            "matview_refresh",
+            "full_refresh",
+            "target <= 0.20 (5x faster): 1 of 100 files rewritten",
+        ),
+        (
             rows_group.as_str(),
             "matview_refresh",
             "datafusion_copy",
             "target <= 1.10",
+        ),
+        (
+            grouped_rows_group.as_str(),
+            "matview_refresh",
+            "datafusion_copy",
+            "target <= 1.10 (with partial aggregates)",
         ),
         (
             "scan_filter",

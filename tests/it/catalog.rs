@@ -1157,6 +1157,79 @@ async fn evicted_data_files_are_deleted_after_retention() {
     );
 }
 
+/// The partial aggregates a refresh keeps from an older snapshot outlive
+/// that snapshot's data files: with a retention of zero, the cleanup after
+/// a removal deletes the replaced data but not the partials the view still
+/// merges, so the next removal can recompute from them.
+#[tokio::test]
+async fn kept_partial_aggregates_survive_cleanup() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = MatviewOptions {
+        retention: Duration::ZERO,
+        ..Default::default()
+    };
+    let s = MatviewSession::open_with_options(
+        SessionContext::new(),
+        &dir.path().join("cat").display().to_string(),
+        options,
+    )
+    .await
+    .unwrap();
+    let source = Source::new();
+    for (file, first) in [("a.csv", 0), ("b.csv", 10), ("c.csv", 20), ("d.csv", 30)] {
+        let rows: Vec<(i64, &str)> = (first..first + 5)
+            .map(|i| (i, if i % 2 == 0 { "even" } else { "odd" }))
+            .collect();
+        source.write(file, &rows);
+    }
+    s.sql(&source.register_sql("people")).await.unwrap();
+    s.sql(
+        "CREATE MATERIALIZED VIEW g AS SELECT name, count(*) AS n, min(id) AS lo, max(id) AS hi \
+         FROM people GROUP BY name",
+    )
+    .await
+    .unwrap();
+    let snapshot = || async { common::view(&s, "g").await.view.snapshot.clone().unwrap() };
+    let created = snapshot().await;
+    assert_eq!(created.partials.len(), 4, "one partial per source file");
+    assert!(created.partials.iter().all(|p| p.lineage.is_some()));
+    let query = "SELECT name, count(*) AS n, min(id) AS lo, max(id) AS hi FROM people \
+                 GROUP BY name ORDER BY name";
+    let text = |sql: &'static str| {
+        let s = &s;
+        async move {
+            datafusion::arrow::util::pretty::pretty_format_batches(&rows(s, sql).await)
+                .unwrap()
+                .to_string()
+        }
+    };
+    // The minimum (0) and the maximum (34) go with their files.
+    for removed in ["a.csv", "d.csv"] {
+        source.remove(removed);
+        let (mode, _, detail) = refresh_row(&s, "REFRESH MATERIALIZED VIEW g").await;
+        assert_eq!(mode, "incremental", "{detail}");
+        s.cleanup().await.unwrap();
+        let on_disk = |path: &str| dir.path().join("cat").join(path).exists();
+        let now = snapshot().await;
+        assert!(now.stored_files().all(|f| on_disk(&f.path)), "{now:?}");
+        assert!(
+            created.files.iter().all(|f| !on_disk(&f.path)),
+            "the replaced data is deleted"
+        );
+        assert_eq!(
+            text("SELECT * FROM g ORDER BY name").await,
+            text(query).await
+        );
+    }
+    assert_eq!(
+        rows(&s, "SELECT min(lo), max(hi) FROM g").await[0]
+            .column(0)
+            .as_primitive::<Int64Type>()
+            .value(0),
+        10
+    );
+}
+
 /// GROUP BY views merge appended rows into their groups.
 #[tokio::test]
 async fn group_by_views_merge_appends() {
@@ -1186,8 +1259,16 @@ async fn group_by_views_merge_appends() {
             .column(3)
             .as_string::<i32>()
             .value(0)
-            .contains("__dfmv_current"),
+            .contains("__dfmv_partials"),
         "the merge reads the stored groups"
+    );
+    assert!(
+        explained[0]
+            .column(3)
+            .as_string::<i32>()
+            .value(0)
+            .contains("(written as 1 partial aggregate(s), then merged with 1 stored file(s):)"),
+        "the new files' partial is merged with the stored groups"
     );
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW g").await,
@@ -1217,14 +1298,35 @@ async fn group_by_views_merge_appends() {
         rows(&s, "SELECT * FROM g").await[0].schema().fields().len(),
         6
     );
-    // A removal cannot be taken out of the groups: recomputed, with the reason.
+    // A removal drops the partial aggregate of the removed file's group
+    // (a.csv, b.csv and c.csv are one group each) and merges the others:
+    // b.csv's and c.csv's.
     source.remove("a.csv");
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW g").await,
         (
-            "full".into(),
+            "incremental".into(),
             2,
-            "changed: people; people: 1 file(s) removed; rows cannot be taken back out of an aggregate"
+            "people: 1 file(s) removed; dropped 1 of 3 partial aggregate(s), merged with the others"
+                .into()
+        )
+    );
+    assert_eq!(
+        text("SELECT * FROM g ORDER BY name").await,
+        text(query).await
+    );
+    // A group that appears with a file and goes when it is rewritten.
+    source.write("d.csv", &[(30, "third")]);
+    let (mode, _, _) = refresh_row(&s, "REFRESH MATERIALIZED VIEW g").await;
+    assert_eq!(mode, "incremental");
+    assert_eq!(ids(&s, "SELECT count(*) FROM g").await, [3]);
+    source.write("d.csv", &[(31, "odd")]);
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW g").await,
+        (
+            "incremental".into(),
+            2,
+            "people: 1 file(s) rewritten; recomputed 1 of 3 partial aggregate(s), merged with the others"
                 .into()
         )
     );

@@ -581,6 +581,31 @@ mod tests {
             dirs,
             [("public/v/s1", 1), ("public/v/s1", 0), ("public/v/s2", 0)]
         );
+        // Partials are kept and retired like data: s4 rewrites the data,
+        // keeps one partial of s3 and evicts the other.
+        m.retired.clear();
+        let mut s3 = snapshot("s3", vec![file("public/v/s3/d.parquet")]);
+        s3.partials = vec![file("public/v/s3/p.parquet"), file("public/v/s3/q.parquet")];
+        m.set_snapshot(s3);
+        let mut s4 = snapshot("s4", vec![file("public/v/s4/e.parquet")]);
+        s4.partials = vec![file("public/v/s3/p.parquet"), file("public/v/s4/r.parquet")];
+        m.set_snapshot(s4);
+        let retired: Vec<(&str, &[String])> = m
+            .retired
+            .iter()
+            .map(|r| (r.dir.as_str(), r.files.as_slice()))
+            .collect();
+        assert_eq!(
+            retired,
+            [(
+                "public/v/s3",
+                &[
+                    "public/v/s3/d.parquet".to_string(),
+                    "public/v/s3/q.parquet".into()
+                ][..]
+            )]
+        );
+        assert!(m.view.data_dirs().contains("public/v/s3"));
     }
 
     #[test]

@@ -25,8 +25,11 @@
 //!   appends: the query over the new files gives partial aggregates, merged
 //!   with the stored groups (counts and sums add up, minimums and maximums
 //!   compare; `avg` is kept as a hidden sum and count beside the view's
-//!   columns). Removals cannot be taken back out of an aggregate without
-//!   the removed rows, so they recompute the view.
+//!   columns). Over one listing table, a full refresh also keeps a
+//!   partial aggregate per group of source files ([`Partials`]); removed
+//!   or rewritten files then recompute only the partials of their groups,
+//!   and the view is the merge of all partials. Without partials, removals
+//!   cannot be taken back out of an aggregate, so they recompute the view.
 //!
 //! Everything else recomputes the view, with the reason: other shapes
 //! (sort, limit, distinct, window, set operations, subqueries over the
@@ -127,6 +130,11 @@ pub(crate) struct MergeInto {
 }
 
 impl MergeInto {
+    /// How many stored files the new partials are merged with.
+    pub(crate) fn merged_with(&self) -> usize {
+        self.with.len()
+    }
+
     /// The plan of the view's data, once the new partials are `written`.
     pub(crate) fn plan(&self, written: &[DataFile]) -> Result<LogicalPlan> {
         let files: Vec<DataFile> = self.with.iter().chain(written).cloned().collect();
@@ -915,6 +923,8 @@ fn from_partials(
         })
         .filter(|group| !group.is_empty())
         .collect();
+    // Partials whose files are all gone are dropped, not recomputed.
+    let recomputed = groups.len();
     if !delta.added.is_empty() {
         groups.push(delta.added.iter().map(|p| p.to_string()).collect());
     }
@@ -960,9 +970,14 @@ fn from_partials(
             format!("{what}; merged into the existing groups"),
         )
     } else {
+        let dropped = evicted.len() - recomputed;
+        let done = match (recomputed, dropped) {
+            (r, 0) => format!("recomputed {r}"),
+            (0, d) => format!("dropped {d}"),
+            (r, d) => format!("recomputed {r} and dropped {d}"),
+        };
         let detail = format!(
-            "{what}; recomputed {} of {} partial aggregate(s), merged with the others",
-            evicted.len(),
+            "{what}; {done} of {} partial aggregate(s), merged with the others",
             snapshot.partials.len()
         );
         (kept.clone(), detail)

@@ -33,20 +33,35 @@ pub(crate) type PinnedSources = HashMap<QualifiedName, Arc<ViewVersion>>;
 /// part's, with a note when the same query runs over several groups of
 /// source files.
 pub(super) fn explain_write(state: &datafusion::execution::SessionState, write: &Write) -> String {
-    let Some(first) = write.parts.first() else {
-        return "(no query: only files are evicted)".into();
+    let show = |plan: &LogicalPlan| {
+        state
+            .optimize(plan)
+            .map(|optimized| optimized.display_indent().to_string())
+            .unwrap_or_else(|_| plan.display_indent().to_string())
     };
-    let plan = state
-        .optimize(&first.plan)
-        .map(|optimized| optimized.display_indent().to_string())
-        .unwrap_or_else(|_| first.plan.display_indent().to_string());
-    match write.parts.len() {
-        1 => plan,
-        n => format!(
-            "{plan}\n(and {} more like it: one per group of source files)",
-            n - 1
-        ),
-    }
+    let shown = |parts: &[plan::Part]| -> Option<String> {
+        let plan = show(&parts.first()?.plan);
+        Some(match parts.len() {
+            1 => plan,
+            n => format!(
+                "{plan}\n(and {} more like it: one per group of source files)",
+                n - 1
+            ),
+        })
+    };
+    let Some(merge) = &write.partials.merge else {
+        return shown(&write.parts).unwrap_or_else(|| "(no query: only files are evicted)".into());
+    };
+    let merged = match merge.plan(&[]) {
+        Ok(plan) => show(&plan),
+        Err(e) => e.to_string(),
+    };
+    let written = write.partials.parts.len();
+    format!(
+        "{}\n(written as {written} partial aggregate(s), then merged with {} stored file(s):)\n{merged}",
+        shown(&write.partials.parts).unwrap_or_default(),
+        merge.merged_with()
+    )
 }
 
 impl MatviewSession {
