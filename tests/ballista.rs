@@ -213,6 +213,7 @@ async fn views_work_on_a_cluster(dir: &std::path::Path, catalog: &str) {
             datafusion::sql::sqlparser::ast::Ident::new("top"),
         ]),
         full: false,
+        incremental: false,
         cascade: false,
     };
     let totals = datafusion_matview::spec::QualifiedName::new("datafusion", "public", "totals");

@@ -1336,6 +1336,86 @@ async fn group_by_views_merge_appends() {
     );
 }
 
+/// `EXPLAIN REFRESH` shows what the cost rule compared; `INCREMENTAL`
+/// skips the rule, and fails with the reason where the shape rules it out.
+#[tokio::test]
+async fn refresh_incremental_skips_the_cost_rule() {
+    let (_dir, s) = temp_session().await;
+    let source = Source::new();
+    source.write("a.csv", &[(1, "a")]);
+    s.sql(&source.register_sql("people")).await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT id, name FROM people WHERE id > 0")
+        .await
+        .unwrap();
+    s.sql("CREATE MATERIALIZED VIEW first AS SELECT id FROM people ORDER BY id LIMIT 1")
+        .await
+        .unwrap();
+    // Ten times the rows of a.csv: more than half of the table.
+    let more: Vec<(i64, &str)> = (2..12).map(|i| (i, "b")).collect();
+    source.write("b.csv", &more);
+    let explain = |sql: &'static str| {
+        let s = &s;
+        async move {
+            let b = &rows(s, sql).await[0];
+            let text = |i: usize| b.column(i).as_string::<i32>().value(0).to_owned();
+            (text(1), text(4))
+        }
+    };
+    let (mode, estimate) = explain("EXPLAIN REFRESH MATERIALIZED VIEW v").await;
+    assert_eq!(mode, "full");
+    let sizes = (
+        std::fs::metadata(source.dir.path().join("a.csv"))
+            .unwrap()
+            .len(),
+        std::fs::metadata(source.dir.path().join("b.csv"))
+            .unwrap()
+            .len(),
+    );
+    let total = sizes.0 + sizes.1;
+    let share = sizes.1 as f64 * 100.0 / total as f64;
+    assert_eq!(
+        estimate,
+        format!(
+            "incremental reads {} bytes, full reads {total} ({share:.1}%); the cost rule (at most 50%) picks full",
+            sizes.1
+        )
+    );
+    let (mode, estimate) = explain("EXPLAIN REFRESH MATERIALIZED VIEW v INCREMENTAL").await;
+    assert_eq!(mode, "incremental");
+    assert!(
+        estimate.ends_with("picks full; INCREMENTAL requested"),
+        "{estimate}"
+    );
+    assert_eq!(
+        refresh_row(&s, "REFRESH MATERIALIZED VIEW v INCREMENTAL").await,
+        (
+            "incremental".into(),
+            10,
+            "people: 1 file(s) appended; read the new files alone".into()
+        )
+    );
+    assert_eq!(ids(&s, "SELECT count(*) FROM v").await, [11]);
+    // A shape that cannot: the error says why, and nothing changes.
+    let version = common::view(&s, "first").await.version;
+    let options = datafusion_matview::RefreshOptions {
+        incremental: true,
+        ..Default::default()
+    };
+    let first = datafusion_matview::spec::QualifiedName::new("datafusion", "public", "first");
+    let e = s.refresh_view(&first, &options).await.unwrap_err();
+    assert_eq!(
+        e.code(),
+        datafusion_matview::ErrorCode::ObjectNotInPrerequisiteState
+    );
+    assert!(
+        e.to_string().starts_with(
+            "materialized view \"first\" cannot be refreshed incrementally: changed: people; not incremental: Limit"
+        ),
+        "{e}"
+    );
+    assert_eq!(common::view(&s, "first").await.version, version);
+}
+
 #[tokio::test]
 async fn refresh_cascade_and_explain_refresh() {
     let (_dir, s) = temp_session().await;

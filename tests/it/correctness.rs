@@ -646,6 +646,7 @@ fn refresh_statement(
     datafusion_matview::sql::RefreshMaterializedView {
         name: ObjectName::from(vec![Ident::new(view)]),
         full: false,
+        incremental: false,
         cascade,
     }
 }

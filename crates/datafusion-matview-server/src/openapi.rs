@@ -135,6 +135,7 @@ pub(crate) fn document() -> Value {
                 "parameters": id_parameter("view"),
                 "requestBody": body(json!({ "type": "object", "additionalProperties": false, "properties": {
                     "full": { "type": "boolean" }, "cascade": { "type": "boolean" },
+                    "incremental": { "type": "boolean", "description": "REFRESH ... INCREMENTAL: only what changed, or the job fails with the reason" },
                     "id": { "type": "array", "items": { "type": "string" } },
                     "identity": { "type": "object" }, "context": { "type": "object" },
                     "src_version": { "type": "null", "description": "refused when set: use source_version" },

@@ -555,12 +555,14 @@ async fn describe(
 }
 
 /// The Lance Namespace spec's `RefreshMaterializedViewRequest`, plus this
-/// server's `full`, `cascade` and `source_version`.
+/// server's `full`, `incremental`, `cascade` and `source_version`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RefreshBody {
     #[serde(default)]
     full: bool,
+    #[serde(default)]
+    incremental: bool,
     #[serde(default)]
     cascade: bool,
     /// `{"<source view id>": <version of its log>, ...}`.
@@ -704,11 +706,17 @@ async fn refresh(
     shared.session.check_source_versions(&index, &pins).await?;
     let options = RefreshOptions {
         full: request.full,
+        incremental: request.incremental,
         cascade: request.cascade,
         sources_at: pins,
     };
     let delimiter = query.delimiter().to_owned();
-    let mut spec = json!({ "id": id, "full": request.full, "cascade": request.cascade });
+    let mut spec = json!({
+        "id": id,
+        "full": request.full,
+        "incremental": request.incremental,
+        "cascade": request.cascade,
+    });
     if let Some(pins) = &request.source_version {
         spec["source_version"] = pins.clone();
     }

@@ -21,6 +21,18 @@ pub enum Error {
         name: String,
     },
 
+    /// `REFRESH ... INCREMENTAL` of a view that cannot be refreshed
+    /// incrementally now.
+    #[error(
+        "materialized view \"{name}\" cannot be refreshed incrementally: {reason}\nHINT: Use REFRESH MATERIALIZED VIEW without INCREMENTAL to let it choose, or with FULL."
+    )]
+    NotIncremental {
+        /// View name as the user wrote it.
+        name: String,
+        /// Why (the words a full refresh's `detail` would give).
+        reason: String,
+    },
+
     /// A table, view or materialized view of that name already exists.
     #[error("relation \"{name}\" already exists")]
     AlreadyExists {
@@ -533,9 +545,9 @@ impl Error {
             | Error::TooManyRetries { .. }
             | Error::WriteLost { .. } => C::SerializationFailure,
             Error::CommitOutcomeUnknown { .. } => C::TransactionResolutionUnknown,
-            Error::DefinitionChanged { .. } | Error::NotPopulated { .. } => {
-                C::ObjectNotInPrerequisiteState
-            }
+            Error::DefinitionChanged { .. }
+            | Error::NotPopulated { .. }
+            | Error::NotIncremental { .. } => C::ObjectNotInPrerequisiteState,
             Error::DependentObjects { .. } => C::DependentObjectsStillExist,
             Error::WrongObjectType { .. } => C::WrongObjectType,
             Error::TooManyColumnNames

@@ -38,13 +38,16 @@ pub struct CreateMaterializedView {
     pub with_data: bool,
 }
 
-/// `REFRESH MATERIALIZED VIEW name [FULL]`
+/// `REFRESH MATERIALIZED VIEW name [FULL | INCREMENTAL] [CASCADE]`
 #[derive(Debug, Clone, PartialEq)]
 pub struct RefreshMaterializedView {
     /// View name.
     pub name: ObjectName,
     /// `FULL`: always recompute.
     pub full: bool,
+    /// `INCREMENTAL`: compute only what changed, whatever the cost rule
+    /// says, or fail with the reason it cannot be done. Not with `full`.
+    pub incremental: bool,
     /// `CASCADE`: first bring up to date the materialized views it reads.
     pub cascade: bool,
 }
@@ -523,10 +526,12 @@ fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> 
     {
         let name = parser.parser.parse_object_name(false)?;
         let full = parser.parser.parse_keyword(Keyword::FULL);
+        let incremental = !full && parser.parser.parse_keyword(Keyword::INCREMENTAL);
         let cascade = parser.parser.parse_keyword(Keyword::CASCADE);
         let refresh = RefreshMaterializedView {
             name,
             full,
+            incremental,
             cascade,
         };
         return Ok(if explain {

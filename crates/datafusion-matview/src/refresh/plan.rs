@@ -69,7 +69,7 @@ use crate::table::{MaterializedViewTable, SnapshotTable};
 mod definition;
 mod shape;
 
-use super::decide::{Change, cheaper_than_full};
+use super::decide::{Change, Estimate};
 use super::reason::{FullReason, NotIncremental};
 pub(crate) use definition::{
     forget_listings, plan_definition, rename_columns, result_settings, state_for, with_defaults,
@@ -157,8 +157,13 @@ impl MergeInto {
 /// How a stale view is brought up to date.
 #[derive(Debug)]
 pub(crate) enum Strategy {
-    /// Less than a full recomputation; the detail says what.
-    Incremental { write: Write, detail: String },
+    /// Less than a full recomputation; the detail says what, the
+    /// estimate what the cost rule compared.
+    Incremental {
+        write: Write,
+        detail: String,
+        estimate: Estimate,
+    },
     /// Recompute everything, for this reason.
     Full(FullReason),
 }
@@ -669,7 +674,9 @@ fn not_found(source: &str) -> FullReason {
 
 /// Chooses how to bring a view up to date after `change` to the table
 /// `provider` (named `source` in messages), given the view's planned query
-/// and its current `snapshot`.
+/// and its current `snapshot`. `force` (`REFRESH ... INCREMENTAL`) skips
+/// the cost rule: incremental whenever the shape and change allow it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn choose(
     plan: &LogicalPlan,
     shape: &Shape,
@@ -678,6 +685,7 @@ pub(crate) fn choose(
     source: &str,
     provider: &Arc<dyn TableProvider>,
     catalog: &Arc<Catalog>,
+    force: bool,
 ) -> Result<Strategy> {
     let readable = match Files::of(provider, source, catalog) {
         Ok(files) => files,
@@ -727,6 +735,10 @@ pub(crate) fn choose(
                 ..Default::default()
             },
             detail: format!("{source}: only empty files changed; nothing to recompute"),
+            estimate: Estimate {
+                read: 0,
+                total: after.values().map(|f| f.size).sum(),
+            },
         })
     };
     let nothing = what.is_empty();
@@ -735,6 +747,7 @@ pub(crate) fn choose(
         paths.filter_map(|p| after.get(p)).map(|f| f.size).sum()
     };
     let total = size_of(&mut after.keys().copied());
+    let estimate = |read: u64| Estimate { read, total };
 
     match shape {
         Shape::Other(why) => Ok(Strategy::Full(why.clone().into())),
@@ -763,6 +776,7 @@ pub(crate) fn choose(
                         added: &added,
                         after: &after,
                         only_source: change.only_source,
+                        force,
                     },
                 );
             }
@@ -777,8 +791,12 @@ pub(crate) fn choose(
                 }));
             }
             let added_bytes = size_of(&mut added.iter().copied());
-            if !cheaper_than_full(added_bytes, total) {
-                return Ok(Strategy::Full(FullReason::MostlyNew { change: what }));
+            let estimate = estimate(added_bytes);
+            if !force && !estimate.incremental_wins() {
+                return Ok(Strategy::Full(FullReason::MostlyNew {
+                    change: what,
+                    estimate,
+                }));
             }
             let read = added_bytes + snapshot.size_bytes;
             let added: Vec<String> = added.iter().map(|p| p.to_string()).collect();
@@ -801,6 +819,7 @@ pub(crate) fn choose(
                     partials: Partials::default(),
                 },
                 detail: format!("{what}; merged into the existing groups"),
+                estimate,
             })
         }
         Shape::Rows => {
@@ -838,8 +857,12 @@ pub(crate) fn choose(
                 .chain(added.iter().copied())
                 .collect();
             let read_bytes = size_of(&mut read.iter().copied());
-            if !cheaper_than_full(read_bytes, total) {
-                return Ok(Strategy::Full(FullReason::MostlyReread { change: what }));
+            let estimate = estimate(read_bytes);
+            if !force && !estimate.incremental_wins() {
+                return Ok(Strategy::Full(FullReason::MostlyReread {
+                    change: what,
+                    estimate,
+                }));
             }
             let read: Vec<String> = read.into_iter().map(str::to_owned).collect();
             let parts = if read.is_empty() {
@@ -869,6 +892,7 @@ pub(crate) fn choose(
                     partials: Partials::default(),
                 },
                 detail,
+                estimate,
             })
         }
     }
@@ -885,6 +909,8 @@ struct Delta<'a> {
     /// The table's files now.
     after: &'a BTreeMap<&'a str, &'a FileFingerprint>,
     only_source: bool,
+    /// Skip the cost rule (`REFRESH ... INCREMENTAL`).
+    force: bool,
 }
 
 /// Refreshes an aggregate view that keeps partial aggregates: the partials
@@ -945,12 +971,21 @@ fn from_partials(
         .filter_map(|p| delta.after.get(p.as_str()))
         .map(|f| f.size)
         .sum();
-    let total: u64 = delta.after.values().map(|f| f.size).sum();
-    if !cheaper_than_full(read_bytes, total) {
+    let estimate = Estimate {
+        read: read_bytes,
+        total: delta.after.values().map(|f| f.size).sum(),
+    };
+    if !delta.force && !estimate.incremental_wins() {
         return Ok(Strategy::Full(if evicted.is_empty() {
-            FullReason::MostlyNew { change: what }
+            FullReason::MostlyNew {
+                change: what,
+                estimate,
+            }
         } else {
-            FullReason::MostlyReread { change: what }
+            FullReason::MostlyReread {
+                change: what,
+                estimate,
+            }
         }));
     }
     let parts = groups
@@ -1000,6 +1035,7 @@ fn from_partials(
             },
         },
         detail,
+        estimate,
     })
 }
 

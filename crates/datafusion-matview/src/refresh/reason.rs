@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use super::decide::Estimate;
+
 /// Why a view's query is not refreshed incrementally: its shape, whatever
 /// changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,6 +177,8 @@ pub(crate) enum FullReason {
     MostlyNew {
         /// What changed.
         change: String,
+        /// What the cost rule compared.
+        estimate: Estimate,
     },
     /// Lineage is kept only for views over one table.
     LineageOfOneTableOnly {
@@ -190,6 +194,8 @@ pub(crate) enum FullReason {
     MostlyReread {
         /// What changed.
         change: String,
+        /// What the cost rule compared.
+        estimate: Estimate,
     },
     /// No file of the table is left.
     NothingLeft {
@@ -235,12 +241,12 @@ impl fmt::Display for FullReason {
             }
             Self::NoStateToMerge => f.write_str("the current data holds no state to merge into"),
             Self::SourceChanged { source } => write!(f, "{source} changed"),
-            Self::MostlyNew { change } => write!(f, "{change}, more than half of it"),
+            Self::MostlyNew { change, .. } => write!(f, "{change}, more than half of it"),
             Self::LineageOfOneTableOnly { change } => {
                 write!(f, "{change}; lineage is kept only for views over one table")
             }
             Self::NoLineage { change } => write!(f, "{change}; the current data has no lineage"),
-            Self::MostlyReread { change } => {
+            Self::MostlyReread { change, .. } => {
                 write!(f, "{change}; recomputing would read more than half of it")
             }
             Self::NothingLeft { change } => write!(f, "{change}; no file of it is left"),
@@ -248,6 +254,18 @@ impl fmt::Display for FullReason {
                 f,
                 "{change}; its partial aggregates would be in {pieces} pieces, regrouped"
             ),
+        }
+    }
+}
+
+impl FullReason {
+    /// What the cost rule compared, when it is what ruled incremental out.
+    pub(crate) fn estimate(&self) -> Option<Estimate> {
+        match self {
+            Self::MostlyNew { estimate, .. } | Self::MostlyReread { estimate, .. } => {
+                Some(*estimate)
+            }
+            _ => None,
         }
     }
 }

@@ -39,6 +39,9 @@ impl Default for CreateOptions {
 pub struct RefreshOptions {
     /// `FULL`: recompute even when an incremental refresh or none would do.
     pub full: bool,
+    /// `INCREMENTAL`: compute only what changed, even when the cost rule
+    /// would recompute, or fail saying why it cannot. Not with `full`.
+    pub incremental: bool,
     /// `CASCADE`: first bring up to date the materialized views it reads.
     pub cascade: bool,
     /// Read these materialized views at these versions of their logs
@@ -128,6 +131,7 @@ impl MatviewSession {
         let refresh = RefreshMaterializedView {
             name: object_name(name),
             full: options.full,
+            incremental: options.incremental,
             cascade: options.cascade,
         };
         self.refresh_at(&refresh, &options.sources_at).await

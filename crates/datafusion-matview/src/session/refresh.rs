@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::refresh::commit::commit_snapshot;
-use crate::refresh::decide::{self, Decision};
+use crate::refresh::decide::{self, Decision, Estimate};
 use crate::refresh::{FullReason, failed};
 use crate::spec::ViewVersion;
 
@@ -18,11 +18,24 @@ pub(super) struct PlannedRefresh {
     entry: ViewEntry,
     mode: RefreshMode,
     detail: String,
+    /// What the cost rule compared, when an incremental plan was weighed.
+    estimate: Option<Estimate>,
     /// What to write, with the session state to run it in; `None` for
     /// `no_op`.
     run: Option<(datafusion::execution::SessionState, Write)>,
     fingerprints: Vec<SourceFingerprint>,
     source_versions: BTreeMap<QualifiedName, u64>,
+}
+
+/// How a REFRESH statement asks a view to be brought up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Requested {
+    /// The cheapest way: `no_op`, `incremental` or `full`.
+    Cheapest,
+    /// `FULL`.
+    Full,
+    /// `INCREMENTAL`: only what changed, or an error saying why not.
+    Incremental,
 }
 
 /// Source materialized views a refresh reads at a given state of their
@@ -161,8 +174,8 @@ impl MatviewSession {
         pinned: &PinnedSources,
     ) -> Result<Vec<RefreshOutcome>> {
         let mut outcomes = vec![];
-        for (name, full) in self.refresh_order(refresh, base).await? {
-            let planned = self.plan_refresh(base, &name, full, pinned).await?;
+        for (name, requested) in self.refresh_order(refresh, base).await? {
+            let planned = self.plan_refresh(base, &name, requested, pinned).await?;
             let outcome = self
                 .run_refresh(planned)
                 .await
@@ -172,24 +185,37 @@ impl MatviewSession {
         Ok(outcomes)
     }
 
-    /// The views a REFRESH statement refreshes, in order, each with whether
-    /// to recompute it fully: with CASCADE the materialized views it reads
-    /// first; FULL applies to the named view only (what it reads is brought
+    /// The views a REFRESH statement refreshes, in order, each with how:
+    /// with CASCADE the materialized views it reads first; FULL and
+    /// INCREMENTAL apply to the named view only (what it reads is brought
     /// up to date the cheapest way).
     pub(super) async fn refresh_order(
         &self,
         refresh: &RefreshMaterializedView,
         base: &Index,
-    ) -> Result<Vec<(QualifiedName, bool)>> {
+    ) -> Result<Vec<(QualifiedName, Requested)>> {
         // The base index was loaded without this check (see `sync_base`).
         self.catalog.check_poisoned()?;
+        let requested = match (refresh.full, refresh.incremental) {
+            (false, false) => Requested::Cheapest,
+            (true, false) => Requested::Full,
+            (false, true) => Requested::Incremental,
+            (true, true) => {
+                return Err(Error::NotSupported(
+                    "REFRESH MATERIALIZED VIEW takes FULL or INCREMENTAL, not both".into(),
+                ));
+            }
+        };
         let name = self.resolve(&refresh.name)?;
         let mut order = vec![];
         if refresh.cascade {
             self.upstream_views(base, &name, &mut order).await?;
         }
-        let mut order: Vec<(QualifiedName, bool)> = order.into_iter().map(|n| (n, false)).collect();
-        order.push((name, refresh.full));
+        let mut order: Vec<_> = order
+            .into_iter()
+            .map(|n| (n, Requested::Cheapest))
+            .collect();
+        order.push((name, requested));
         Ok(order)
     }
 
@@ -249,7 +275,7 @@ impl MatviewSession {
         &self,
         base: &Index,
         name: &QualifiedName,
-        full: bool,
+        requested: Requested,
         pinned: &PinnedSources,
     ) -> Result<PlannedRefresh> {
         let display = self.display(name);
@@ -318,30 +344,47 @@ impl MatviewSession {
         let decision = decide::decide(
             entry.snapshot.as_ref(),
             &fingerprints,
-            full,
+            requested == Requested::Full,
             not_reproducible,
             !entry.definition.sources.is_empty(),
         );
+        let forced = requested == Requested::Incremental;
+        let not_incremental = |reason: String| Error::NotIncremental {
+            name: display.clone(),
+            reason,
+        };
         // Analysed only when the view is not fresh.
         let mut shape = None;
+        let mut estimate = None;
         let (mode, detail, chosen) = match decision {
             Decision::NoOp => (RefreshMode::NoOp, "sources unchanged".to_string(), None),
+            Decision::Full(why) if forced => {
+                return Err(not_incremental(why.describe(|n| self.names(n))));
+            }
             Decision::Full(why) => (RefreshMode::Full, why.describe(|n| self.names(n)), None),
             Decision::Stale { changed, diff } => {
                 let shape = shape.insert(Shape::of(&plan));
                 let snapshot = entry.snapshot.as_ref().expect("stale views have data");
                 match self
-                    .choose_incremental(&plan, shape, snapshot, &diff, pinned)
+                    .choose_incremental(&plan, shape, snapshot, &diff, pinned, forced)
                     .await?
                 {
-                    Strategy::Incremental { write, detail } => {
+                    Strategy::Incremental {
+                        write,
+                        detail,
+                        estimate: weighed,
+                    } => {
+                        estimate = Some(weighed);
                         (RefreshMode::Incremental, detail, Some(write))
                     }
-                    Strategy::Full(why) => (
-                        RefreshMode::Full,
-                        format!("changed: {}; {why}", self.names(&changed)),
-                        None,
-                    ),
+                    Strategy::Full(why) => {
+                        let detail = format!("changed: {}; {why}", self.names(&changed));
+                        if forced {
+                            return Err(not_incremental(detail));
+                        }
+                        estimate = why.estimate();
+                        (RefreshMode::Full, detail, None)
+                    }
                 }
             }
         };
@@ -380,6 +423,7 @@ impl MatviewSession {
             entry,
             mode,
             detail,
+            estimate,
             run: write.map(|write| (state, write)),
             fingerprints,
             source_versions,
@@ -395,6 +439,7 @@ impl MatviewSession {
         snapshot: &Snapshot,
         diff: &Diff<'_>,
         pinned: &PinnedSources,
+        force: bool,
     ) -> Result<Strategy> {
         let change = match decide::changed_table(diff, |n| self.display(n)) {
             Ok(change) => change,
@@ -412,6 +457,7 @@ impl MatviewSession {
             &source,
             &provider,
             &self.catalog,
+            force,
         )
     }
 
@@ -483,6 +529,7 @@ impl MatviewSession {
             run,
             fingerprints,
             source_versions,
+            estimate: _,
         } = planned;
         let Some((state, write)) = run else {
             return Ok(RefreshOutcome {
@@ -546,13 +593,18 @@ impl MatviewSession {
         base: &Index,
     ) -> Result<DataFrame> {
         let (mut views, mut modes, mut details, mut plans) = (vec![], vec![], vec![], vec![]);
-        for (name, full) in self.refresh_order(refresh, base).await? {
+        let mut estimates = vec![];
+        for (name, requested) in self.refresh_order(refresh, base).await? {
             let planned = self
-                .plan_refresh(base, &name, full, &PinnedSources::new())
+                .plan_refresh(base, &name, requested, &PinnedSources::new())
                 .await?;
             views.push(planned.display.clone());
             modes.push(planned.mode.as_str());
             details.push(planned.detail.clone());
+            estimates.push(planned.estimate.map(|e| match requested {
+                Requested::Incremental => format!("{}; INCREMENTAL requested", e.describe()),
+                _ => e.describe(),
+            }));
             plans.push(match &planned.run {
                 Some((state, write)) => explain_write(state, write),
                 None => String::new(),
@@ -563,6 +615,7 @@ impl MatviewSession {
             Field::new("mode", DataType::Utf8, false),
             Field::new("detail", DataType::Utf8, false),
             Field::new("plan", DataType::Utf8, false),
+            Field::new("estimate", DataType::Utf8, true),
         ]));
         let batch = RecordBatch::try_new(
             schema,
@@ -571,6 +624,7 @@ impl MatviewSession {
                 Arc::new(StringArray::from(modes)),
                 Arc::new(StringArray::from(details)),
                 Arc::new(StringArray::from(plans)),
+                Arc::new(StringArray::from(estimates)),
             ],
         )?;
         Ok(self.ctx.read_batch(batch)?)

@@ -271,7 +271,17 @@ fn refresh_drop_show() {
         Statement::Refresh(RefreshMaterializedView {
             name: ObjectName::from(vec![Ident::new("a"), Ident::new("b"), Ident::new("c")]),
             full: true,
+            incremental: false,
             cascade: false,
+        })
+    );
+    assert_eq!(
+        one("REFRESH MATERIALIZED VIEW v INCREMENTAL CASCADE"),
+        Statement::Refresh(RefreshMaterializedView {
+            name: ObjectName::from(vec![Ident::new("v")]),
+            full: false,
+            incremental: true,
+            cascade: true,
         })
     );
     let Statement::Drop(d) = one("DROP MATERIALIZED VIEW IF EXISTS v1, v2 CASCADE") else {
