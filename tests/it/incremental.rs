@@ -12,7 +12,9 @@
 //!
 //! `cargo test --test it incremental::` runs 60 sequences of 8 steps; the long
 //! version: `DFMV_DIFF_SEQUENCES=10000 cargo test --release --test incremental -- --nocapture`.
-//! A failure prints the seed; `DFMV_DIFF_SEED=<seed>` replays that sequence.
+//! A failure prints the seed; `DFMV_DIFF_SEED=<seed>` replays that sequence,
+//! and `DFMV_DIFF_TRACE=1` (with `--nocapture`) prints every refresh's mode
+//! and detail.
 
 use std::collections::BTreeMap;
 
@@ -49,6 +51,14 @@ const VIEWS: &[(&str, &str)] = &[
     (
         "distinct_count",
         "SELECT grp, count(DISTINCT tags) AS d FROM src GROUP BY grp",
+    ),
+    (
+        "distinct_rows",
+        "SELECT DISTINCT grp, val % 10 AS v FROM src",
+    ),
+    (
+        "union_all",
+        "SELECT id, val FROM src WHERE val > 80 UNION ALL SELECT id, val + 1000 AS val FROM src WHERE val < 20",
     ),
     (
         "joined",
@@ -402,6 +412,9 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
                     .to_string()
             };
             let mode = text("mode");
+            if std::env::var("DFMV_DIFF_TRACE").is_ok() {
+                eprintln!("step {step} ({change}) {name}: {mode}: {}", text("detail"));
+            }
             // Computing only what changed is never right across a
             // redefinition of what the view reads since it was computed,
             // nor when a query depends on the clock.
@@ -529,6 +542,7 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
             "computed",
             "unnested",
             "through_view",
+            "union_all",
         ] {
             assert!(
                 count(&format!("{view}:evicting")) > 0,
@@ -537,7 +551,7 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
         }
         // Removals and rewrites under an aggregate over one table
         // recompute only the partial aggregates of the files they touched.
-        for view in ["grouped", "grouped_expr", "totals"] {
+        for view in ["grouped", "grouped_expr", "totals", "distinct_rows"] {
             assert!(
                 count(&format!("{view}:regrouping")) > 0,
                 "{view} never recomputed partial aggregates: {modes:?}"

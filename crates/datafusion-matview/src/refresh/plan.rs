@@ -11,7 +11,8 @@
 //! query's shape allows it:
 //!
 //! - **Row-wise** queries (projection, filter, `UNNEST`, scalar functions,
-//!   and joins where the changed table is on a side whose rows are kept
+//!   `UNION ALL` of row-wise branches, and joins where the changed table is
+//!   on a side whose rows are kept
 //!   one by one: either side of an inner join, the preserved side of an
 //!   outer, semi or anti join): every output row comes from one row of the
 //!   changed table, so the query over the new files alone gives exactly the
@@ -20,7 +21,8 @@
 //!   files it was computed from; removed or rewritten source files evict
 //!   the data files computed from them, and the source files those data
 //!   files also covered are read again with the new and rewritten ones.
-//! - **Aggregates** (`GROUP BY`, or none) whose outputs are the group keys
+//! - **Aggregates** (`GROUP BY`, or none; `SELECT DISTINCT` is a GROUP BY
+//!   of every column) whose outputs are the group keys
 //!   and `count`, `sum`, `min`, `max` and `avg` over a row-wise input, after
 //!   appends: the query over the new files gives partial aggregates, merged
 //!   with the stored groups (counts and sums add up, minimums and maximums
@@ -55,7 +57,8 @@ use datafusion::functions_aggregate::expr_fn::{max, min, sum};
 use datafusion::functions_aggregate::sum::sum_udaf;
 use datafusion::logical_expr::expr::AggregateFunction;
 use datafusion::logical_expr::{
-    Aggregate, Expr, ExprSchemable, JoinType, LogicalPlan, LogicalPlanBuilder, TableScan, cast,
+    Aggregate, Distinct, Expr, ExprSchemable, JoinType, LogicalPlan, LogicalPlanBuilder, TableScan,
+    cast,
 };
 
 use crate::catalog::Catalog;
@@ -436,10 +439,13 @@ pub(crate) fn linear(
     }
     match plan {
         LogicalPlan::TableScan(_) => Ok(true),
+        // UNION ALL: every output row is one row of one branch, so each
+        // branch may read the changed table (row-wise) or not.
         LogicalPlan::Projection(_)
         | LogicalPlan::Filter(_)
         | LogicalPlan::SubqueryAlias(_)
-        | LogicalPlan::Unnest(_) => {
+        | LogicalPlan::Unnest(_)
+        | LogicalPlan::Union(_) => {
             for input in plan.inputs() {
                 linear(input, provider, name)?;
             }
@@ -951,8 +957,28 @@ fn from_partials(
         .collect();
     // Partials whose files are all gone are dropped, not recomputed.
     let recomputed = groups.len();
-    if !delta.added.is_empty() {
-        groups.push(delta.added.iter().map(|p| p.to_string()).collect());
+    // New files, and rewritten ones no partial covers: a group of files
+    // whose aggregate had no rows left no partial behind (nothing was
+    // written), so what they hold now is all new.
+    let covered: BTreeSet<&str> = evicted
+        .iter()
+        .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
+        .collect();
+    let fresh: Vec<String> = delta
+        .added
+        .iter()
+        .copied()
+        .chain(
+            delta
+                .changed
+                .iter()
+                .copied()
+                .filter(|p| !covered.contains(p) && delta.after.contains_key(p)),
+        )
+        .map(str::to_owned)
+        .collect();
+    if !fresh.is_empty() {
+        groups.push(fresh);
     }
     if groups.is_empty() && kept.is_empty() {
         // Every file is gone: nothing to merge (an aggregate without

@@ -2,6 +2,7 @@
 //! aggregate whose outputs can be merged (and how).
 
 use super::*;
+use datafusion::common::tree_node::TreeNode;
 
 /// The shape of a view's query, as far as refreshing it is concerned.
 #[derive(Debug)]
@@ -46,6 +47,8 @@ pub(crate) struct Aggregation {
 
 impl Shape {
     /// The shape of `plan`, a view's planned query (its columns renamed).
+    /// `SELECT DISTINCT` is the aggregate that groups by every column and
+    /// computes nothing, and is analysed as that.
     pub(crate) fn of(plan: &LogicalPlan) -> Shape {
         // Down through projections and aliases to the aggregate, if any.
         let mut node = plan;
@@ -53,17 +56,49 @@ impl Shape {
             match node {
                 LogicalPlan::Projection(p) => node = &p.input,
                 LogicalPlan::SubqueryAlias(a) => node = &a.input,
-                LogicalPlan::Aggregate(_) => break,
+                LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(Distinct::All(_)) => break,
                 _ => return Shape::Rows,
             }
         }
-        match aggregation(plan) {
+        let plan = match distinct_as_aggregate(plan) {
+            Ok(plan) => plan,
+            Err(e) => return Shape::Other(NotIncremental::Planning(e.to_string())),
+        };
+        match aggregation(&plan) {
             Ok(Ok(aggregation)) => Shape::Aggregate(Box::new(aggregation)),
             Ok(Err(why)) => Shape::Other(why),
             // Planning the state columns failed: refresh it fully.
             Err(e) => Shape::Other(NotIncremental::Planning(e.to_string())),
         }
     }
+}
+
+/// `plan` with its top `SELECT DISTINCT` (under projections and aliases)
+/// replaced by the aggregate that groups by all its columns: the same rows,
+/// in a shape [`aggregation`] can merge.
+fn distinct_as_aggregate(plan: &LogicalPlan) -> Result<LogicalPlan> {
+    let rewritten = plan.clone().transform_down(|node| match node {
+        LogicalPlan::Distinct(Distinct::All(input)) => {
+            let keys: Vec<Expr> = input
+                .schema()
+                .columns()
+                .into_iter()
+                .map(Expr::Column)
+                .collect();
+            let aggregate = LogicalPlanBuilder::from(input).aggregate(keys, Vec::<Expr>::new())?;
+            Ok(Transformed::new(
+                aggregate.build()?,
+                true,
+                TreeNodeRecursion::Stop,
+            ))
+        }
+        LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) => Ok(Transformed::no(node)),
+        // Below the top: left as it is.
+        other => Ok(Transformed::new(other, false, TreeNodeRecursion::Jump)),
+    })?;
+    // The projections above were planned against the DISTINCT's schema,
+    // which the aggregate's equals; rebuild them so they own the new input.
+    Ok(rewritten.data.recompute_schema()?)
 }
 
 pub(super) fn unalias(expr: &Expr) -> &Expr {
