@@ -1336,6 +1336,100 @@ async fn group_by_views_merge_appends() {
     );
 }
 
+/// A Hive-partitioned source refreshes incrementally like any other
+/// listing table: files appended to a partition, a new partition, a
+/// dropped partition and a rewritten file; each refresh reads the files
+/// it fingerprinted (through a store that lists only those), and the
+/// views equal their queries after each step.
+#[tokio::test]
+async fn partitioned_sources_refresh_incrementally() {
+    let (_dir, s) = temp_session().await;
+    let root = tempfile::tempdir().unwrap();
+    let write = |day: &str, file: &str, ids: std::ops::Range<i64>| {
+        let dir = root.path().join(format!("day={day}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut text = String::from("id,name\n");
+        for id in ids {
+            text.push_str(&format!("{id},n{}\n", id % 3));
+        }
+        std::fs::write(dir.join(file), text).unwrap();
+    };
+    write("2026-12-01", "a.csv", 0..10);
+    write("2026-12-02", "b.csv", 10..20);
+    s.sql(&format!(
+        "CREATE EXTERNAL TABLE events (id BIGINT, name VARCHAR, day VARCHAR) STORED AS CSV \
+         PARTITIONED BY (day) LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
+        root.path().display()
+    ))
+    .await
+    .unwrap();
+    let views = [
+        (
+            "picked",
+            "SELECT id, name, day FROM events WHERE id % 2 = 0",
+        ),
+        (
+            "per_day",
+            "SELECT day, count(*) AS n, sum(id) AS total, max(name) AS top FROM events GROUP BY day",
+        ),
+    ];
+    for (name, query) in views {
+        s.sql(&format!("CREATE MATERIALIZED VIEW {name} AS {query}"))
+            .await
+            .unwrap();
+    }
+    let text = |sql: String| {
+        let s = &s;
+        async move {
+            let mut lines: Vec<String> =
+                datafusion::arrow::util::pretty::pretty_format_batches(&rows(s, &sql).await)
+                    .unwrap()
+                    .to_string()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect();
+            lines.sort();
+            lines
+        }
+    };
+    for (name, query) in views {
+        assert_eq!(
+            text(format!("SELECT * FROM {name}")).await,
+            text(query.to_owned()).await,
+            "created: {name}"
+        );
+    }
+    for step in [
+        "append to a partition",
+        "a new partition",
+        "a partition dropped",
+        "a file rewritten",
+    ] {
+        match step {
+            "append to a partition" => write("2026-12-02", "c.csv", 20..25),
+            "a new partition" => write("2026-12-03", "d.csv", 30..33),
+            "a partition dropped" => {
+                std::fs::remove_dir_all(root.path().join("day=2026-12-01")).unwrap()
+            }
+            _ => write("2026-12-02", "b.csv", 40..44),
+        }
+        for (name, query) in views {
+            let (mode, _, detail) =
+                refresh_row(&s, &format!("REFRESH MATERIALIZED VIEW {name}")).await;
+            assert_eq!(mode, "incremental", "{step}: {name}: {detail}");
+            assert_eq!(
+                text(format!("SELECT * FROM {name}")).await,
+                text(query.to_owned()).await,
+                "{step}: {name}"
+            );
+        }
+    }
+    // The stores registered for reading held files are gone with the
+    // refreshes that used them.
+    let registry = format!("{:?}", s.context().runtime_env().object_store_registry);
+    assert!(!registry.contains("dfmv-pinned"), "{registry}");
+}
+
 /// `EXPLAIN REFRESH` shows what the cost rule compared; `INCREMENTAL`
 /// skips the rule, and fails with the reason where the shape rules it out.
 #[tokio::test]

@@ -52,6 +52,7 @@ use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
 use datafusion::common::{Column, DFSchemaRef};
 use datafusion::datasource::listing::{ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::datasource::{TableProvider, provider_as_source, source_as_provider};
+use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::functions_aggregate::count::count_udaf;
 use datafusion::functions_aggregate::expr_fn::{max, min, sum};
 use datafusion::functions_aggregate::sum::sum_udaf;
@@ -70,6 +71,7 @@ use crate::spec::{
 use crate::table::{MaterializedViewTable, SnapshotTable};
 
 mod definition;
+mod pinned;
 mod shape;
 
 use super::decide::{Change, Estimate};
@@ -187,14 +189,15 @@ pub(crate) struct Pin {
 
 impl Pin {
     /// `provider` (named `name`) held to `paths`; `None` for a table whose
-    /// files cannot be read apart (a partitioned or custom table).
+    /// files cannot be read apart (a custom table).
     pub(crate) fn new(
         provider: Arc<dyn TableProvider>,
         name: &str,
         catalog: &Arc<Catalog>,
+        runtime: &Arc<RuntimeEnv>,
         paths: Vec<String>,
     ) -> Option<Pin> {
-        let files = Files::of(&provider, name, catalog).ok()?;
+        let files = Files::of(&provider, name, catalog, runtime).ok()?;
         Some(Pin {
             provider,
             files,
@@ -264,6 +267,12 @@ pub(crate) fn only_table(
 /// or a materialized view (whose data files are immutable).
 enum Files {
     Listing(ListingTable),
+    /// A Hive-partitioned listing table: read through a store that lists
+    /// only the chosen files (see [`pinned`]).
+    Partitioned {
+        listing: ListingTable,
+        runtime: Arc<RuntimeEnv>,
+    },
     View {
         catalog: Arc<Catalog>,
         snapshot: Snapshot,
@@ -276,6 +285,7 @@ impl Files {
         provider: &Arc<dyn TableProvider>,
         name: &str,
         catalog: &Arc<Catalog>,
+        runtime: &Arc<RuntimeEnv>,
     ) -> std::result::Result<Files, FullReason> {
         if let Some(view) =
             (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
@@ -289,14 +299,17 @@ impl Files {
                 schema: view.schema(),
             });
         }
-        listing_of(provider, name).map(Files::Listing)
+        listing_of(provider, name, runtime)
     }
 
     /// A table of the same columns over only `paths`.
     fn only(&self, paths: &[String]) -> Result<Arc<dyn TableProvider>> {
         match self {
-            Files::Listing(listing) if paths.is_empty() => {
+            Files::Listing(listing) | Files::Partitioned { listing, .. } if paths.is_empty() => {
                 Ok(Arc::new(EmptyTable::new(TableProvider::schema(listing))))
+            }
+            Files::Partitioned { listing, runtime } => {
+                pinned::partitioned_files(listing, runtime, paths)
             }
             Files::Listing(listing) => {
                 let urls = paths
@@ -342,23 +355,25 @@ impl Files {
     }
 }
 
-/// `provider` as a listing table without partition columns (one whose
-/// files can be read alone), or why not.
+/// `provider` as a listing table whose files can be read apart from the
+/// rest (in `runtime`, for a partitioned one), or why not.
 fn listing_of(
     provider: &Arc<dyn TableProvider>,
     name: &str,
-) -> std::result::Result<ListingTable, FullReason> {
+    runtime: &Arc<RuntimeEnv>,
+) -> std::result::Result<Files, FullReason> {
     let listing = (provider.as_ref() as &dyn std::any::Any)
         .downcast_ref::<ListingTable>()
         .ok_or_else(|| FullReason::NotFileBacked {
             relation: name.to_owned(),
         })?;
-    if !listing.options().table_partition_cols.is_empty() {
-        return Err(FullReason::Partitioned {
-            table: name.to_owned(),
-        });
+    if listing.options().table_partition_cols.is_empty() {
+        return Ok(Files::Listing(listing.clone()));
     }
-    Ok(listing.clone())
+    Ok(Files::Partitioned {
+        listing: listing.clone(),
+        runtime: Arc::clone(runtime),
+    })
 }
 
 /// Whether `scan` reads `provider`: the same relation by what it is, not
@@ -546,10 +561,12 @@ pub(crate) fn full(
     single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
     previous: Option<&Snapshot>,
     catalog: &Arc<Catalog>,
+    runtime: &Arc<RuntimeEnv>,
 ) -> Result<Write> {
     match shape {
         Shape::Aggregate(aggregation) => {
-            if let Some(partials) = full_partials(aggregation, single, previous, catalog)? {
+            if let Some(partials) = full_partials(aggregation, single, previous, catalog, runtime)?
+            {
                 return Ok(Write {
                     state_columns: aggregation.state_columns.clone(),
                     partials,
@@ -568,10 +585,9 @@ pub(crate) fn full(
         Shape::Rows => {
             if let Some((provider, name, files)) = single {
                 let name = name.to_string();
-                if let Ok(listing) = listing_of(provider, &name)
+                if let Ok(listing) = listing_of(provider, &name, runtime)
                     && linear(&plan, provider, &name) == Ok(true)
                 {
-                    let listing = Files::Listing(listing);
                     let parts = groups(files)
                         .into_iter()
                         .map(|group| {
@@ -632,12 +648,13 @@ fn full_partials(
     single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
     previous: Option<&Snapshot>,
     catalog: &Arc<Catalog>,
+    runtime: &Arc<RuntimeEnv>,
 ) -> Result<Option<Partials>> {
     let Some((provider, name, files)) = single else {
         return Ok(None);
     };
     let name = name.to_string();
-    let Ok(listing) = listing_of(provider, &name) else {
+    let Ok(listing) = listing_of(provider, &name, runtime) else {
         return Ok(None);
     };
     if linear(&aggregation.input, provider, &name) != Ok(true) {
@@ -648,7 +665,6 @@ fn full_partials(
     if groups.len() < 2 || previous.is_some_and(|p| !partials_worth_keeping(p, source_bytes)) {
         return Ok(None);
     }
-    let listing = Files::Listing(listing);
     let parts = groups
         .into_iter()
         .map(|group| {
@@ -691,9 +707,10 @@ pub(crate) fn choose(
     source: &str,
     provider: &Arc<dyn TableProvider>,
     catalog: &Arc<Catalog>,
+    runtime: &Arc<RuntimeEnv>,
     force: bool,
 ) -> Result<Strategy> {
-    let readable = match Files::of(provider, source, catalog) {
+    let readable = match Files::of(provider, source, catalog, runtime) {
         Ok(files) => files,
         Err(why) => return Ok(Strategy::Full(why)),
     };

@@ -141,11 +141,6 @@ pub(crate) enum FullReason {
         /// The relation.
         relation: String,
     },
-    /// The changed table is Hive-partitioned.
-    Partitioned {
-        /// The table.
-        table: String,
-    },
     /// The changed materialized view has no data.
     NoData {
         /// The view.
@@ -229,7 +224,6 @@ impl fmt::Display for FullReason {
                 )
             }
             Self::NotFileBacked { relation } => write!(f, "{relation} is not a file-backed table"),
-            Self::Partitioned { table } => write!(f, "{table} is partitioned"),
             Self::NoData { view } => write!(f, "{view} has no data"),
             Self::NotATable { relation } => write!(f, "{relation} is not a table"),
             Self::ScanNotFound { source } => write!(

@@ -457,6 +457,7 @@ impl MatviewSession {
             &source,
             &provider,
             &self.catalog,
+            &self.ctx.runtime_env(),
             force,
         )
     }
@@ -471,7 +472,13 @@ impl MatviewSession {
         let mut pins = vec![];
         for (name, paths) in plan::fingerprinted_files(fingerprints) {
             if let Some(provider) = self.source_provider(name, pinned).await?
-                && let Some(pin) = Pin::new(provider, &self.display(name), &self.catalog, paths)
+                && let Some(pin) = Pin::new(
+                    provider,
+                    &self.display(name),
+                    &self.catalog,
+                    &self.ctx.runtime_env(),
+                    paths,
+                )
             {
                 pins.push(pin);
             }
@@ -497,7 +504,14 @@ impl MatviewSession {
         let single = table
             .zip(provider.as_ref())
             .map(|((name, files), provider)| (provider, name, files));
-        plan::full(plan, shape, single, previous, &self.catalog)
+        plan::full(
+            plan,
+            shape,
+            single,
+            previous,
+            &self.catalog,
+            &self.ctx.runtime_env(),
+        )
     }
 
     /// The provider a refresh reads source `name` through: held at its
