@@ -95,16 +95,29 @@ struct Definitions {
     null_t0: bool,
     /// The table reads `grp` as text rather than a number.
     grp_as_text: bool,
+    /// The table is Hive-partitioned by `shard` (its files are in
+    /// `shard=s0/`, `shard=s1/` and `shard=s2/`); fixed per sequence.
+    partitioned: bool,
 }
 
 impl Definitions {
     fn src_sql(&self, dir: &std::path::Path) -> String {
         format!(
-            "CREATE OR REPLACE EXTERNAL TABLE src (id BIGINT, grp {}, val DOUBLE, tags VARCHAR) STORED AS CSV LOCATION '{}/' OPTIONS ('format.has_header' 'true'{})",
+            "CREATE OR REPLACE EXTERNAL TABLE src (id BIGINT, grp {}, val DOUBLE, tags VARCHAR{}) STORED AS CSV {}LOCATION '{}/' OPTIONS ('format.has_header' 'true'{})",
             if self.grp_as_text {
                 "VARCHAR"
             } else {
                 "BIGINT"
+            },
+            if self.partitioned {
+                ", shard VARCHAR"
+            } else {
+                ""
+            },
+            if self.partitioned {
+                "PARTITIONED BY (shard) "
+            } else {
+                ""
             },
             dir.display(),
             if self.null_t0 {
@@ -255,10 +268,23 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
     let mut files: Vec<String> = vec![];
     let mut next_id = 0;
     let mut next_file = 0;
+    let partitioned = rng.below(3) == 0;
+    let file_name = |n: u64| {
+        if partitioned {
+            format!("shard=s{}/f{n:04}.csv", n % 3)
+        } else {
+            format!("f{n:04}.csv")
+        }
+    };
+    let put = |name: &str, text: String| {
+        let path = src.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
     for _ in 0..2 {
-        let name = format!("f{next_file:04}.csv");
+        let name = file_name(next_file);
         let rows = 20 + rng.below(20);
-        std::fs::write(src.join(&name), csv(&mut rng, next_id, rows)).unwrap();
+        put(&name, csv(&mut rng, next_id, rows));
         next_id += rows;
         next_file += 1;
         files.push(name);
@@ -273,6 +299,7 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
         plain_modulus: 2,
         null_t0: false,
         grp_as_text: false,
+        partitioned,
     };
     s.sql(&definitions.src_sql(&src)).await.unwrap();
     // A file-backed table that never changes: joins with it are
@@ -310,9 +337,9 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
     for step in 0..steps {
         let change = match rng.below(9) {
             0 | 1 => {
-                let name = format!("f{next_file:04}.csv");
+                let name = file_name(next_file);
                 let rows = 1 + rng.below(8);
-                std::fs::write(src.join(&name), csv(&mut rng, next_id, rows)).unwrap();
+                put(&name, csv(&mut rng, next_id, rows));
                 next_id += rows;
                 next_file += 1;
                 files.push(name.clone());
@@ -326,12 +353,12 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
             3 if !files.is_empty() => {
                 let name = files[rng.below(files.len() as u64) as usize].clone();
                 let rows = 1 + rng.below(30);
-                std::fs::write(src.join(&name), csv(&mut rng, next_id, rows)).unwrap();
+                put(&name, csv(&mut rng, next_id, rows));
                 next_id += rows;
                 format!("rewrite {name}")
             }
             4 => {
-                let name = format!("f{next_file:04}.csv");
+                let name = file_name(next_file);
                 // A header alone, or zero bytes (a file created before it
                 // is written; a later rewrite is then an append).
                 let header = if rng.below(2) == 0 {
@@ -339,7 +366,7 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
                 } else {
                     "id,grp,val,tags\n"
                 };
-                std::fs::write(src.join(&name), header).unwrap();
+                put(&name, header.to_owned());
                 next_file += 1;
                 files.push(name.clone());
                 format!("empty {name}")
@@ -443,6 +470,9 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
                 mode.clone()
             };
             *modes.entry(format!("{name}:{kind}")).or_default() += 1;
+            if partitioned {
+                *modes.entry(format!("partitioned:{kind}")).or_default() += 1;
+            }
             let view = multiset(
                 &s.sql(&format!("SELECT * FROM {name}"))
                     .await
@@ -525,6 +555,11 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
                 .sum()
         };
         for mode in ["full", "incremental", "no_op", "evicting", "regrouping"] {
+            // Also over a Hive-partitioned source (about a third of them).
+            assert!(
+                count(&format!("partitioned:{mode}")) > 0,
+                "no {mode} refresh over a partitioned source in {modes:?}"
+            );
             assert!(all(mode) > 0, "no {mode} refresh in {modes:?}");
         }
         // Each shape that can be refreshed incrementally was, at least once.
