@@ -38,8 +38,10 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// Newest metadata format this build reads and the one it writes: 5 is
-/// format 4 with a checkpoint's readers after its views (which views read
+/// Newest metadata format this build reads and the one it writes: 6 is
+/// format 5 whose snapshots may keep partial aggregates
+/// ([`Snapshot::partials`]), files that an older build's cleanup would not
+/// know the snapshot still uses; 5 is format 4 with a checkpoint's readers after its views (which views read
 /// each relation, [`CheckpointHeader::readers`]), so dropping a relation
 /// finds its dependents by reading one block; 4 is format 3 with a checkpoint's views in blocks of
 /// [`CHECKPOINT_BLOCK_VIEWS`] in name order ([`CheckpointHeader::blocks`]),
@@ -48,9 +50,9 @@ pub fn new_id() -> String {
 /// versions record each remembered relation that changed
 /// ([`IndexAction::PutRelation`], [`IndexAction::RemoveRelation`]); 2 is
 /// the same but repeats every remembered relation whenever one changes.
-/// Formats 2 to 4 are read as they are; 1, a log of whole-catalog
+/// Formats 2 to 5 are read as they are; 1, a log of whole-catalog
 /// [`Manifest`]s, is read and migrated.
-pub const MANIFEST_FORMAT: u32 = 5;
+pub const MANIFEST_FORMAT: u32 = 6;
 
 /// Newest definition format: the definition is DataFusion SQL, planned with
 /// the recorded default catalog and schema.

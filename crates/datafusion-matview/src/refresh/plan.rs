@@ -7,8 +7,8 @@
 //!
 //! A stale view is refreshed incrementally when exactly one of the tables
 //! it reads (through plain views too) changed, that table is file-backed
-//! (a listing table, or a materialized view: its data files), and the
-//! query's shape allows it:
+//! (a listing table, Hive-partitioned or not, or a materialized view: its
+//! data files), and the query's shape allows it:
 //!
 //! - **Row-wise** queries (projection, filter, `UNNEST`, scalar functions,
 //!   `UNION ALL` of row-wise branches, and joins where the changed table is
