@@ -194,7 +194,7 @@ impl Pin {
         provider: Arc<dyn TableProvider>,
         name: &str,
         catalog: &Arc<Catalog>,
-        runtime: &Arc<RuntimeEnv>,
+        runtime: Option<&Arc<RuntimeEnv>>,
         paths: Vec<String>,
     ) -> Option<Pin> {
         let files = Files::of(&provider, name, catalog, runtime).ok()?;
@@ -285,7 +285,7 @@ impl Files {
         provider: &Arc<dyn TableProvider>,
         name: &str,
         catalog: &Arc<Catalog>,
-        runtime: &Arc<RuntimeEnv>,
+        runtime: Option<&Arc<RuntimeEnv>>,
     ) -> std::result::Result<Files, FullReason> {
         if let Some(view) =
             (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
@@ -356,11 +356,13 @@ impl Files {
 }
 
 /// `provider` as a listing table whose files can be read apart from the
-/// rest (in `runtime`, for a partitioned one), or why not.
+/// rest, or why not. A partitioned one is read through a store registered
+/// in `runtime`; without one (on a cluster, whose executors would not have
+/// that store) it cannot be.
 fn listing_of(
     provider: &Arc<dyn TableProvider>,
     name: &str,
-    runtime: &Arc<RuntimeEnv>,
+    runtime: Option<&Arc<RuntimeEnv>>,
 ) -> std::result::Result<Files, FullReason> {
     let listing = (provider.as_ref() as &dyn std::any::Any)
         .downcast_ref::<ListingTable>()
@@ -370,6 +372,11 @@ fn listing_of(
     if listing.options().table_partition_cols.is_empty() {
         return Ok(Files::Listing(listing.clone()));
     }
+    let Some(runtime) = runtime else {
+        return Err(FullReason::PartitionedOnCluster {
+            table: name.to_owned(),
+        });
+    };
     Ok(Files::Partitioned {
         listing: listing.clone(),
         runtime: Arc::clone(runtime),
@@ -561,7 +568,7 @@ pub(crate) fn full(
     single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
     previous: Option<&Snapshot>,
     catalog: &Arc<Catalog>,
-    runtime: &Arc<RuntimeEnv>,
+    runtime: Option<&Arc<RuntimeEnv>>,
 ) -> Result<Write> {
     match shape {
         Shape::Aggregate(aggregation) => {
@@ -648,7 +655,7 @@ fn full_partials(
     single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
     previous: Option<&Snapshot>,
     catalog: &Arc<Catalog>,
-    runtime: &Arc<RuntimeEnv>,
+    runtime: Option<&Arc<RuntimeEnv>>,
 ) -> Result<Option<Partials>> {
     let Some((provider, name, files)) = single else {
         return Ok(None);
@@ -707,7 +714,7 @@ pub(crate) fn choose(
     source: &str,
     provider: &Arc<dyn TableProvider>,
     catalog: &Arc<Catalog>,
-    runtime: &Arc<RuntimeEnv>,
+    runtime: Option<&Arc<RuntimeEnv>>,
     force: bool,
 ) -> Result<Strategy> {
     let readable = match Files::of(provider, source, catalog, runtime) {

@@ -141,6 +141,12 @@ pub(crate) enum FullReason {
         /// The relation.
         relation: String,
     },
+    /// The changed table is Hive-partitioned and the refresh runs on a
+    /// cluster, whose executors cannot read some of its files apart.
+    PartitionedOnCluster {
+        /// The table.
+        table: String,
+    },
     /// The changed materialized view has no data.
     NoData {
         /// The view.
@@ -224,6 +230,10 @@ impl fmt::Display for FullReason {
                 )
             }
             Self::NotFileBacked { relation } => write!(f, "{relation} is not a file-backed table"),
+            Self::PartitionedOnCluster { table } => write!(
+                f,
+                "{table} is partitioned, and on a cluster its files are not read apart"
+            ),
             Self::NoData { view } => write!(f, "{view} has no data"),
             Self::NotATable { relation } => write!(f, "{relation} is not a table"),
             Self::ScanNotFound { source } => write!(

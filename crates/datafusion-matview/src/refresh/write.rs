@@ -177,6 +177,10 @@ impl PartWriter<'_> {
         });
         let found = attribute.as_ref().map(|a| Arc::clone(&a.found));
         let mut physical = Vec::with_capacity(parts.len());
+        // The logical plans live until their execution ends: a table they
+        // scan may hold what its execution needs (a partitioned table held
+        // to some files registers its store for as long as it lives).
+        let mut logical = Vec::with_capacity(parts.len());
         for (i, part) in parts.into_iter().enumerate() {
             let mut options = self.options.clone();
             options
@@ -193,10 +197,12 @@ impl PartWriter<'_> {
             )?
             .build()?;
             physical.push(state.create_physical_plan(&copy).await?);
+            logical.push(copy);
         }
         let concurrency = state.config().target_partitions().max(1);
         let expected_rows =
             run_with_progress(physical, state.task_ctx(), concurrency, progress, attribute).await?;
+        drop(logical);
         let attributed: HashMap<String, usize> = found
             .map(|found| std::mem::take(&mut *found.lock().unwrap_or_else(|e| e.into_inner())))
             .unwrap_or_default()

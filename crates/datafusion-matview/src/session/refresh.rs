@@ -457,7 +457,7 @@ impl MatviewSession {
             &source,
             &provider,
             &self.catalog,
-            &self.ctx.runtime_env(),
+            self.pinning_runtime().as_ref(),
             force,
         )
     }
@@ -476,7 +476,7 @@ impl MatviewSession {
                     provider,
                     &self.display(name),
                     &self.catalog,
-                    &self.ctx.runtime_env(),
+                    self.pinning_runtime().as_ref(),
                     paths,
                 )
             {
@@ -510,8 +510,15 @@ impl MatviewSession {
             single,
             previous,
             &self.catalog,
-            &self.ctx.runtime_env(),
+            self.pinning_runtime().as_ref(),
         )
+    }
+
+    /// Where a refresh registers the stores that read a partitioned table
+    /// as some of its files; none on a cluster, whose executors would not
+    /// find them (such a table is then read whole, and refreshed fully).
+    fn pinning_runtime(&self) -> Option<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
+        (!super::on_cluster(&self.ctx.state())).then(|| self.ctx.runtime_env())
     }
 
     /// The provider a refresh reads source `name` through: held at its
