@@ -852,6 +852,24 @@ async fn temp_session() -> (tempfile::TempDir, MatviewSession) {
     (dir, s)
 }
 
+/// A session over a new catalog folder (`<dir>/cat`) with a retention
+/// window of zero: what a refresh replaces goes at the next cleanup.
+async fn session_without_retention() -> (tempfile::TempDir, MatviewSession) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = MatviewOptions {
+        retention: Duration::ZERO,
+        ..Default::default()
+    };
+    let s = MatviewSession::open_with_options(
+        SessionContext::new(),
+        &dir.path().join("cat").display().to_string(),
+        options,
+    )
+    .await
+    .unwrap();
+    (dir, s)
+}
+
 /// What a REFRESH of unchanged sources asks of the catalog's store: the
 /// index is loaded once per statement (two `HEAD`s when nothing changed),
 /// each view's log once to plan it and once to commit, and nothing else is
@@ -1096,18 +1114,7 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
 /// has passed, while the files kept beside them stay.
 #[tokio::test]
 async fn evicted_data_files_are_deleted_after_retention() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = MatviewOptions {
-        retention: Duration::ZERO,
-        ..Default::default()
-    };
-    let s = MatviewSession::open_with_options(
-        SessionContext::new(),
-        &dir.path().join("cat").display().to_string(),
-        options,
-    )
-    .await
-    .unwrap();
+    let (dir, s) = session_without_retention().await;
     let source = Source::new();
     for (file, first) in [("a.csv", 0), ("b.csv", 10), ("c.csv", 20)] {
         let rows: Vec<(i64, &str)> = (first..first + 5).map(|i| (i, "x")).collect();
@@ -1163,18 +1170,7 @@ async fn evicted_data_files_are_deleted_after_retention() {
 /// merges, so the next removal can recompute from them.
 #[tokio::test]
 async fn kept_partial_aggregates_survive_cleanup() {
-    let dir = tempfile::tempdir().unwrap();
-    let options = MatviewOptions {
-        retention: Duration::ZERO,
-        ..Default::default()
-    };
-    let s = MatviewSession::open_with_options(
-        SessionContext::new(),
-        &dir.path().join("cat").display().to_string(),
-        options,
-    )
-    .await
-    .unwrap();
+    let (dir, s) = session_without_retention().await;
     let source = Source::new();
     for (file, first) in [("a.csv", 0), ("b.csv", 10), ("c.csv", 20), ("d.csv", 30)] {
         let rows: Vec<(i64, &str)> = (first..first + 5)
@@ -1380,17 +1376,7 @@ async fn partitioned_sources_refresh_incrementally() {
     }
     let text = |sql: String| {
         let s = &s;
-        async move {
-            let mut lines: Vec<String> =
-                datafusion::arrow::util::pretty::pretty_format_batches(&rows(s, &sql).await)
-                    .unwrap()
-                    .to_string()
-                    .lines()
-                    .map(str::to_owned)
-                    .collect();
-            lines.sort();
-            lines
-        }
+        async move { common::sorted_text(rows(s, &sql).await) }
     };
     for (name, query) in views {
         assert_eq!(

@@ -493,20 +493,9 @@ fn numbers_csv(range: std::ops::RangeInclusive<i64>) -> String {
 
 /// The view's rows and the query's, both as sorted text.
 async fn view_and_query(s: &MatviewSession, view: &str, query: &str) -> (String, String) {
-    let text = |batches: Vec<RecordBatch>| {
-        let mut lines: Vec<String> =
-            datafusion::arrow::util::pretty::pretty_format_batches(&batches)
-                .unwrap()
-                .to_string()
-                .lines()
-                .map(str::to_owned)
-                .collect();
-        lines.sort();
-        lines.join("\n")
-    };
     (
-        text(rows(s, &format!("SELECT * FROM {view}")).await),
-        text(rows(s, query).await),
+        common::sorted_text(rows(s, &format!("SELECT * FROM {view}")).await),
+        common::sorted_text(rows(s, query).await),
     )
 }
 

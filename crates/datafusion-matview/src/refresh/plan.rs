@@ -535,6 +535,39 @@ fn over_files(
         .data)
 }
 
+/// `files` split into those computed from any of the `changed` source
+/// files (by their lineage) and the others.
+fn computed_from<'a>(
+    files: &'a [DataFile],
+    changed: &BTreeSet<&str>,
+) -> (Vec<&'a DataFile>, Vec<&'a DataFile>) {
+    files.iter().partition(|f| {
+        f.lineage
+            .iter()
+            .flatten()
+            .any(|p| changed.contains(p.as_str()))
+    })
+}
+
+/// One part per group of files: `plan` over that group's files of
+/// `provider` alone, with the group as its lineage.
+fn per_group(
+    plan: &LogicalPlan,
+    provider: &Arc<dyn TableProvider>,
+    files: &Files,
+    groups: Vec<Vec<String>>,
+) -> Result<Vec<Part>> {
+    groups
+        .into_iter()
+        .map(|group| {
+            Ok(Part {
+                plan: over_files(plan, provider, files, &group)?,
+                lineage: Some(group),
+            })
+        })
+        .collect()
+}
+
 /// Splits `files` (sorted by path) into at most [`LINEAGE_GROUPS`] runs of
 /// consecutive files of about equal size.
 fn groups(files: &[FileFingerprint]) -> Vec<Vec<String>> {
@@ -595,15 +628,7 @@ pub(crate) fn full(
                 if let Ok(listing) = listing_of(provider, &name, runtime)
                     && linear(&plan, provider, &name) == Ok(true)
                 {
-                    let parts = groups(files)
-                        .into_iter()
-                        .map(|group| {
-                            Ok(Part {
-                                plan: over_files(&plan, provider, &listing, &group)?,
-                                lineage: Some(group),
-                            })
-                        })
-                        .collect::<Result<Vec<_>>>()?;
+                    let parts = per_group(&plan, provider, &listing, groups(files))?;
                     return Ok(Write {
                         parts,
                         ..Default::default()
@@ -672,15 +697,7 @@ fn full_partials(
     if groups.len() < 2 || previous.is_some_and(|p| !partials_worth_keeping(p, source_bytes)) {
         return Ok(None);
     }
-    let parts = groups
-        .into_iter()
-        .map(|group| {
-            Ok(Part {
-                plan: over_files(&aggregation.plan, provider, &listing, &group)?,
-                lineage: Some(group),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let parts = per_group(&aggregation.plan, provider, &listing, groups)?;
     Ok(Some(Partials {
         keep: vec![],
         parts,
@@ -873,12 +890,7 @@ pub(crate) fn choose(
             }
             // Evict what was computed from changed files; read again
             // what those data files also covered, and the new files.
-            let (evicted, keep): (Vec<&DataFile>, Vec<&DataFile>) =
-                snapshot.files.iter().partition(|f| {
-                    f.lineage
-                        .as_ref()
-                        .is_some_and(|l| l.iter().any(|p| changed.contains(p.as_str())))
-                });
+            let (evicted, keep) = computed_from(&snapshot.files, &changed);
             let read: BTreeSet<&str> = evicted
                 .iter()
                 .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
@@ -960,13 +972,7 @@ fn from_partials(
     if snapshot.partials.iter().any(|f| f.lineage.is_none()) {
         return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
     }
-    let (evicted, kept): (Vec<&DataFile>, Vec<&DataFile>) =
-        snapshot.partials.iter().partition(|f| {
-            f.lineage
-                .iter()
-                .flatten()
-                .any(|p| delta.changed.contains(p.as_str()))
-        });
+    let (evicted, kept) = computed_from(&snapshot.partials, delta.changed);
     let mut groups: Vec<Vec<String>> = evicted
         .iter()
         .map(|f| {
@@ -1038,15 +1044,7 @@ fn from_partials(
             }
         }));
     }
-    let parts = groups
-        .into_iter()
-        .map(|group| {
-            Ok(Part {
-                plan: over_files(&aggregation.plan, provider, readable, &group)?,
-                lineage: Some(group),
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let parts = per_group(&aggregation.plan, provider, readable, groups)?;
     let kept: Vec<DataFile> = kept.into_iter().cloned().collect();
     // Only appended: the current data already merges every kept partial.
     let (with, detail) = if evicted.is_empty() {
