@@ -118,6 +118,9 @@ def test_jobs_wait_status_and_done(server):
         assert empty.status()["state"] == "DONE"
         opened = db.open_materialized_view("empty")
         assert (opened.populated, opened.version, opened.row_count) == (False, 1, None)
+        # INCREMENTAL cannot populate it: the job fails with the reason.
+        with pytest.raises(dfmv.JobFailed, match="cannot be refreshed incrementally: first refresh"):
+            opened.refresh(incremental=True)
         # Without with_no_data the client asks for data (the server's
         # default is none): the replaced view starts again at version 1,
         # and its population job makes version 2.

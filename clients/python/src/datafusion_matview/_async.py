@@ -152,14 +152,20 @@ class AsyncMaterializedView(_core.ViewAttributes):
         return self
 
     async def refresh_async(
-        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
+        self,
+        *,
+        full: bool = False,
+        cascade: bool = False,
+        source_version: Mapping[str, int] | None = None,
+        incremental: bool = False,
     ) -> AsyncJob[RefreshResult]:
         """Submits REFRESH MATERIALIZED VIEW.
 
         ``source_version`` reads each named source view (by id) at that
-        version of its own log instead of its latest.
+        version of its own log instead of its latest. ``incremental``
+        computes only what changed, or the job fails with the reason.
         """
-        body = _core.refresh_body(full, cascade, source_version)
+        body = _core.refresh_body(full, cascade, source_version, incremental)
         answer = await self._connection._json(self._call("refresh", body))
         return AsyncJob(
             self._connection,
@@ -168,10 +174,17 @@ class AsyncMaterializedView(_core.ViewAttributes):
         )
 
     async def refresh(
-        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
+        self,
+        *,
+        full: bool = False,
+        cascade: bool = False,
+        source_version: Mapping[str, int] | None = None,
+        incremental: bool = False,
     ) -> RefreshResult:
         """REFRESH MATERIALIZED VIEW, waiting for it; then reloads this handle."""
-        job = await self.refresh_async(full=full, cascade=cascade, source_version=source_version)
+        job = await self.refresh_async(
+            full=full, cascade=cascade, source_version=source_version, incremental=incremental
+        )
         result = await job.wait()
         await self.reload()
         return result

@@ -94,9 +94,13 @@ def created_job_id(answer: Any) -> str | None:
 
 
 def refresh_body(
-    full: bool, cascade: bool, source_version: Mapping[str, int] | None
+    full: bool, cascade: bool, source_version: Mapping[str, int] | None, incremental: bool = False
 ) -> dict[str, Any]:
     body: dict[str, Any] = {"full": full, "cascade": cascade}
+    if incremental:
+        # Sent only when asked for: a server that predates it refuses
+        # fields it does not know.
+        body["incremental"] = True
     if source_version is not None:
         body["source_version"] = dict(source_version)
     return body

@@ -149,22 +149,35 @@ class MaterializedView(_core.ViewAttributes):
         return _core.view_call(self._state.name, self._state.namespace, action, body)
 
     def refresh_async(
-        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
+        self,
+        *,
+        full: bool = False,
+        cascade: bool = False,
+        source_version: Mapping[str, int] | None = None,
+        incremental: bool = False,
     ) -> Job[RefreshResult]:
         """Submits REFRESH MATERIALIZED VIEW.
 
         ``source_version`` reads each named source view (by id) at that
-        version of its own log instead of its latest.
+        version of its own log instead of its latest. ``incremental``
+        computes only what changed, or the job fails with the reason.
         """
-        body = _core.refresh_body(full, cascade, source_version)
+        body = _core.refresh_body(full, cascade, source_version, incremental)
         job_id = _core.expect_job_id(self._connection._json(self._call("refresh", body)))
         return Job(self._connection, job_id, lambda r: RefreshResult.from_json(r or {}))
 
     def refresh(
-        self, *, full: bool = False, cascade: bool = False, source_version: Mapping[str, int] | None = None
+        self,
+        *,
+        full: bool = False,
+        cascade: bool = False,
+        source_version: Mapping[str, int] | None = None,
+        incremental: bool = False,
     ) -> RefreshResult:
         """REFRESH MATERIALIZED VIEW, waiting for it; then reloads this handle."""
-        result = self.refresh_async(full=full, cascade=cascade, source_version=source_version).wait()
+        result = self.refresh_async(
+            full=full, cascade=cascade, source_version=source_version, incremental=incremental
+        ).wait()
         self.reload()
         return result
 

@@ -108,6 +108,10 @@ describe("a dfmv server", () => {
     assert.equal((await empty.status()).state, "DONE");
     const opened = await db.openMaterializedView("jobs_empty");
     assert.deepEqual([opened.populated, opened.version, opened.rowCount], [false, 1, null]);
+    // INCREMENTAL cannot populate it: the job fails with the reason.
+    await assert.rejects(opened.refresh({ incremental: true }), (e: unknown) =>
+      e instanceof JobFailed && e.state === "FAILED" &&
+      (e.failure?.message ?? "").includes("cannot be refreshed incrementally: first refresh"));
     // Without withNoData the client asks for data (the server's default is
     // none): the replaced view starts again at version 1, its population makes 2.
     const replaced = await db.createMaterializedView("jobs_empty", "SELECT 2 AS two", { orReplace: true });
