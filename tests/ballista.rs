@@ -195,7 +195,17 @@ async fn views_work_on_a_cluster(dir: &std::path::Path, catalog: &str) {
         refresh(&s, "totals FULL").await,
         ("full".into(), "FULL requested".into())
     );
-    assert_eq!(writes(), 3);
+    // Two source files: a partial aggregate of each, then their merge,
+    // three writes on the executors.
+    assert_eq!(writes(), 5);
+    let partials = common::view(&s, "totals").await;
+    let partials = &partials.view.snapshot.as_ref().unwrap().partials;
+    assert_eq!(partials.len(), 2, "one partial per source file");
+    assert!(
+        partials
+            .iter()
+            .all(|p| p.lineage.as_ref().is_some_and(|l| l.len() == 1))
+    );
     assert_matches_query(&s, "totals", TOTALS).await;
 
     // A view over a view reads its snapshot's files; pinned, an older one.
@@ -224,7 +234,7 @@ async fn views_work_on_a_cluster(dir: &std::path::Path, catalog: &str) {
         text(&rows(&s, "SELECT s FROM top").await),
         "+----+\n| s  |\n+----+\n| 17 |\n+----+"
     );
-    assert_eq!(writes(), 5);
+    assert_eq!(writes(), 7);
 
     // The client's memory is not the executors'.
     rows(
@@ -251,7 +261,7 @@ async fn views_work_on_a_cluster(dir: &std::path::Path, catalog: &str) {
         "CREATE MATERIALIZED VIEW local_only AS SELECT * FROM mem",
     )
     .await;
-    assert_eq!(writes(), 5);
+    assert_eq!(writes(), 7);
     assert_eq!(
         text(&rows(&s, "SELECT * FROM local_only").await),
         "+--------+--------+\n| region | target |\n+--------+--------+\n| north  | 20     |\n+--------+--------+"
@@ -272,6 +282,19 @@ async fn views_work_on_a_cluster(dir: &std::path::Path, catalog: &str) {
          | totals     | fresh     |\n\
          +------------+-----------+"
     );
+    // A removal: the partial of the removed file is dropped and the other
+    // merged again, on an executor (one write: no partial to recompute).
+    std::fs::remove_file(dir.join("orders/feb.csv")).unwrap();
+    assert_eq!(
+        refresh(&s, "totals").await,
+        (
+            "incremental".into(),
+            "orders: 1 file(s) removed; dropped 1 of 2 partial aggregate(s), merged with the others"
+                .into()
+        )
+    );
+    assert_eq!(writes(), 8);
+    assert_matches_query(&s, "totals", TOTALS).await;
     rows(&s, "DROP MATERIALIZED VIEW top").await;
     rows(&s, "DROP MATERIALIZED VIEW totals").await;
     assert!(cluster.tasks().iter().sum::<usize>() > 5);
