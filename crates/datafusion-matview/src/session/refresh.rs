@@ -518,7 +518,9 @@ impl MatviewSession {
     /// as some of its files; none on a cluster, whose executors would not
     /// find them (such a table is then read whole, and refreshed fully).
     fn pinning_runtime(&self) -> Option<Arc<datafusion::execution::runtime_env::RuntimeEnv>> {
-        (!super::on_cluster(&self.ctx.state())).then(|| self.ctx.runtime_env())
+        // Read in place: `ctx.state()` would copy the whole state.
+        let on_cluster = super::on_cluster(&self.ctx.state_ref().read());
+        (!on_cluster).then(|| self.ctx.runtime_env())
     }
 
     /// The provider a refresh reads source `name` through: held at its

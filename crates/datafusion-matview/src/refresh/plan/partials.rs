@@ -1,0 +1,263 @@
+//! Partial aggregates: what an aggregate view over one listing table keeps
+//! per group of source files (see [`Snapshot::partials`]), so that removed
+//! and rewritten files recompute only the groups they touched. A full
+//! refresh writes them ([`full_partials`]); an incremental one recomputes,
+//! drops or adds some and merges them all ([`from_partials`]).
+
+use super::*;
+
+/// The partial aggregates a refresh keeps and writes. The new ones are
+/// written first; with `merge`, the view's data is then their merge with
+/// other files, and the write's own `parts` are not used.
+#[derive(Debug, Default)]
+pub(crate) struct Partials {
+    /// Partials of the current snapshot the new one keeps.
+    pub keep: Vec<DataFile>,
+    /// One part per group of source files, each with its lineage.
+    pub parts: Vec<Part>,
+    /// How the view's data is made from the partials written.
+    pub merge: Option<Box<MergeInto>>,
+}
+
+/// The view's new data: the new partials merged with `with`: the kept
+/// partials, or the view's current data when nothing was taken away.
+#[derive(Debug)]
+pub(crate) struct MergeInto {
+    with: Vec<DataFile>,
+    aggregation: shape::Aggregation,
+    catalog: Arc<Catalog>,
+}
+
+impl MergeInto {
+    /// How many stored files the new partials are merged with.
+    pub(crate) fn merged_with(&self) -> usize {
+        self.with.len()
+    }
+
+    /// The plan of the view's data, once the new partials are `written`.
+    pub(crate) fn plan(&self, written: &[DataFile]) -> Result<LogicalPlan> {
+        let files: Vec<DataFile> = self.with.iter().chain(written).cloned().collect();
+        let pieces = Snapshot {
+            id: String::new(),
+            row_count: files.iter().map(|f| f.rows).sum(),
+            size_bytes: files.iter().map(|f| f.size).sum(),
+            files,
+            refreshed_at: chrono::Utc::now(),
+            sources: vec![],
+            state_columns: self.aggregation.state_columns.clone(),
+            partials: vec![],
+        };
+        let schema = Arc::new(self.aggregation.plan.schema().as_arrow().clone());
+        let table = SnapshotTable::new(Arc::clone(&self.catalog), pieces, schema);
+        self.aggregation.merge_partials(Arc::new(table))
+    }
+}
+
+/// Most partial aggregates a snapshot keeps: appends add one each, and
+/// merging them all costs more with every one; beyond this a full refresh
+/// regroups them.
+const MAX_PARTIALS: usize = 4 * LINEAGE_GROUPS;
+
+/// Partial aggregates this small are always kept: writing them costs
+/// little next to any query worth materializing.
+const SMALL_PARTIALS: u64 = 8 << 20;
+
+/// Whether partial aggregates are worth keeping for a view: when what they
+/// would hold is small, or at most a quarter of the source's bytes. A view
+/// with about as many groups as its source has rows would store every row
+/// again per group of files; for those, removals recompute the view
+/// instead. `previous` tells the size: its partials, or its data once per
+/// group.
+fn partials_worth_keeping(previous: &Snapshot, source_bytes: u64) -> bool {
+    let partial_bytes = if previous.partials.is_empty() {
+        previous.size_bytes * LINEAGE_GROUPS as u64
+    } else {
+        previous.partials.iter().map(|f| f.size).sum()
+    };
+    partial_bytes <= SMALL_PARTIALS || partial_bytes * 4 <= source_bytes
+}
+
+/// The partial aggregates a full refresh of an aggregate view writes, one
+/// per group of the files of its one source (a listing table it reads
+/// row-wise), merged into the view's data; `None` when there are fewer
+/// than two groups or [`partials_worth_keeping`] says no.
+pub(super) fn full_partials(
+    aggregation: &shape::Aggregation,
+    single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
+    previous: Option<&Snapshot>,
+    catalog: &Arc<Catalog>,
+    runtime: Option<&Arc<RuntimeEnv>>,
+) -> Result<Option<Partials>> {
+    let Some((provider, name, files)) = single else {
+        return Ok(None);
+    };
+    let name = name.to_string();
+    let Ok(listing) = listing_of(provider, &name, runtime) else {
+        return Ok(None);
+    };
+    if linear(&aggregation.input, provider, &name) != Ok(true) {
+        return Ok(None);
+    }
+    let groups = groups(files);
+    let source_bytes = non_empty(files).map(|f| f.size).sum();
+    if groups.len() < 2 || previous.is_some_and(|p| !partials_worth_keeping(p, source_bytes)) {
+        return Ok(None);
+    }
+    let parts = per_group(&aggregation.plan, provider, &listing, groups)?;
+    Ok(Some(Partials {
+        keep: vec![],
+        parts,
+        merge: Some(Box::new(MergeInto {
+            with: vec![],
+            aggregation: aggregation.clone(),
+            catalog: Arc::clone(catalog),
+        })),
+    }))
+}
+
+/// How one table's files changed, as [`choose`] found it.
+pub(super) struct Delta<'a> {
+    /// In words (`t: 1 file(s) removed`).
+    pub(super) what: String,
+    /// Files that were there before and were removed or rewritten.
+    pub(super) changed: &'a BTreeSet<&'a str>,
+    /// Files that are new.
+    pub(super) added: &'a [&'a str],
+    /// The table's files now.
+    pub(super) after: &'a BTreeMap<&'a str, &'a FileFingerprint>,
+    pub(super) only_source: bool,
+    /// Skip the cost rule (`REFRESH ... INCREMENTAL`).
+    pub(super) force: bool,
+}
+
+/// Refreshes an aggregate view that keeps partial aggregates: the partials
+/// computed from removed or rewritten files are recomputed from what is
+/// left of their files, the appended files make one more, and the view's
+/// data is all of them merged (or, when only files were appended, the new
+/// partial merged into the current data).
+pub(super) fn from_partials(
+    aggregation: &shape::Aggregation,
+    snapshot: &Snapshot,
+    readable: &Files,
+    provider: &Arc<dyn TableProvider>,
+    catalog: &Arc<Catalog>,
+    delta: &Delta<'_>,
+) -> Result<Strategy> {
+    let what = delta.what.clone();
+    if snapshot.partials.iter().any(|f| f.lineage.is_none()) {
+        return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
+    }
+    let (evicted, kept) = computed_from(&snapshot.partials, delta.changed);
+    let mut groups: Vec<Vec<String>> = evicted
+        .iter()
+        .map(|f| {
+            f.lineage
+                .iter()
+                .flatten()
+                .filter(|p| delta.after.contains_key(p.as_str()))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .filter(|group| !group.is_empty())
+        .collect();
+    // Partials whose files are all gone are dropped, not recomputed.
+    let recomputed = groups.len();
+    // New files, and rewritten ones no partial covers: a group of files
+    // whose aggregate had no rows left no partial behind (nothing was
+    // written), so what they hold now is all new.
+    let covered: BTreeSet<&str> = evicted
+        .iter()
+        .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
+        .collect();
+    let fresh: Vec<String> = delta
+        .added
+        .iter()
+        .copied()
+        .chain(
+            delta
+                .changed
+                .iter()
+                .copied()
+                .filter(|p| !covered.contains(p) && delta.after.contains_key(p)),
+        )
+        .map(str::to_owned)
+        .collect();
+    if !fresh.is_empty() {
+        groups.push(fresh);
+    }
+    if groups.is_empty() && kept.is_empty() {
+        // Every file is gone: nothing to merge (an aggregate without
+        // GROUP BY still has its one row, which a full refresh gives).
+        return Ok(Strategy::Full(FullReason::NothingLeft { change: what }));
+    }
+    if kept.len() + groups.len() > MAX_PARTIALS {
+        return Ok(Strategy::Full(FullReason::PartialsFragmented {
+            change: what,
+            pieces: kept.len() + groups.len(),
+        }));
+    }
+    let read_bytes: u64 = groups
+        .iter()
+        .flatten()
+        .filter_map(|p| delta.after.get(p.as_str()))
+        .map(|f| f.size)
+        .sum();
+    let estimate = Estimate {
+        read: read_bytes,
+        total: delta.after.values().map(|f| f.size).sum(),
+    };
+    if !delta.force && !estimate.incremental_wins() {
+        return Ok(Strategy::Full(if evicted.is_empty() {
+            FullReason::MostlyNew {
+                change: what,
+                estimate,
+            }
+        } else {
+            FullReason::MostlyReread {
+                change: what,
+                estimate,
+            }
+        }));
+    }
+    let parts = per_group(&aggregation.plan, provider, readable, groups)?;
+    let kept: Vec<DataFile> = kept.into_iter().cloned().collect();
+    // Only appended: the current data already merges every kept partial.
+    let (with, detail) = if evicted.is_empty() {
+        (
+            snapshot.files.clone(),
+            format!("{what}; merged into the existing groups"),
+        )
+    } else {
+        let dropped = evicted.len() - recomputed;
+        let done = match (recomputed, dropped) {
+            (r, 0) => format!("recomputed {r}"),
+            (0, d) => format!("dropped {d}"),
+            (r, d) => format!("recomputed {r} and dropped {d}"),
+        };
+        let detail = format!(
+            "{what}; {done} of {} partial aggregate(s), merged with the others",
+            snapshot.partials.len()
+        );
+        (kept.clone(), detail)
+    };
+    let merged_bytes: u64 = with.iter().map(|f| f.size).sum();
+    Ok(Strategy::Incremental {
+        write: Write {
+            parts: vec![],
+            keep: vec![],
+            state_columns: aggregation.state_columns.clone(),
+            input_bytes: delta.only_source.then_some(read_bytes + merged_bytes),
+            partials: Partials {
+                keep: kept,
+                parts,
+                merge: Some(Box::new(MergeInto {
+                    with,
+                    aggregation: aggregation.clone(),
+                    catalog: Arc::clone(catalog),
+                })),
+            },
+        },
+        detail,
+        estimate,
+    })
+}
