@@ -21,3 +21,4 @@ mod reliability;
 mod server;
 mod statement_splitting;
 mod upstream_slt;
+mod versions;

@@ -88,6 +88,27 @@ def test_refresh_reads_a_source_view_at_a_pinned_version(server):
         assert (e.value.code, e.value.lance_code) == ("invalid_parameter_value", 13)
 
 
+def test_versions_and_changes(server):
+    with dfmv.connect(server.url, token=server.token) as db:
+        view = db.create_materialized_view("regions", "SELECT region, amount FROM orders")
+        server.append("feb.csv", "region,amount\neast,7\n")
+        assert view.refresh().version == 3
+        # Version 1 is the definition (no data): not readable, not listed.
+        assert [(v.version, v.row_count) for v in view.versions] == [(2, 3), (3, 4)]
+        assert all(v.committed_at.tzinfo for v in view.versions)
+        assert view.to_arrow(version=2, filter="region = 'north'").num_rows == 2
+        assert view.to_arrow(version=3, filter="region = 'east'").to_pylist() == [
+            {"region": "east", "amount": 7}
+        ]
+        assert view.changes(2).to_pylist() == [
+            {"region": "east", "amount": 7, "_change_type": "insert", "_version": 3}
+        ]
+        assert view.changes(2, 2).num_rows == 0
+        with pytest.raises(dfmv.InvalidQuery, match="at version 1: it had not been populated then") as e:
+            view.to_arrow(version=1)
+        assert e.value.code == "invalid_parameter_value"
+
+
 def test_jobs_wait_status_and_done(server):
     with dfmv.connect(server.url, token=server.token) as db:
         job = db.create_materialized_view_async("totals", QUERY)

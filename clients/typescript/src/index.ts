@@ -206,6 +206,22 @@ interface Description {
   size_bytes: number | null;
   last_refreshed: string | null;
   version: number;
+  versions?: RetainedVersionJson[];
+}
+
+interface RetainedVersionJson {
+  version: number;
+  committed_at: string;
+  refreshed_at: string;
+  row_count: number;
+}
+
+/** A version of a view that can still be read (`toArrow({ version })`). */
+export interface RetainedVersion {
+  version: number;
+  committedAt: Date;
+  refreshedAt: Date;
+  rowCount: number;
 }
 
 function refreshResult(value: Record<string, unknown>): RefreshResult {
@@ -243,6 +259,10 @@ function identifier(ps: string[]): { id: string; params: URLSearchParams } {
 
 function quoteIdent(part: string): string {
   return `"${part.replaceAll('"', '""')}"`;
+}
+
+function quoteLiteral(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -440,6 +460,15 @@ export class MaterializedView {
     return this.#state.last_refreshed ? new Date(this.#state.last_refreshed) : null;
   }
   get version(): number { return this.#state.version; }
+  /** The versions that can still be read, oldest first. */
+  get versions(): RetainedVersion[] {
+    return (this.#state.versions ?? []).map((v) => ({
+      version: v.version,
+      committedAt: new Date(v.committed_at),
+      refreshedAt: new Date(v.refreshed_at),
+      rowCount: v.row_count,
+    }));
+  }
 
   /** Reads the definition and state again. */
   async reload(): Promise<this> {
@@ -466,14 +495,33 @@ export class MaterializedView {
     return result;
   }
 
-  /** The view's rows (`filter` is a SQL condition). */
-  async toArrow(options: { columns?: string[]; filter?: string; limit?: number } = {}): Promise<Table> {
+  /**
+   * The view's rows (`filter` is a SQL condition); at a retained `version`
+   * of the view when given (see `versions`).
+   */
+  async toArrow(options: { columns?: string[]; filter?: string; limit?: number; version?: number } = {}): Promise<Table> {
     const select = options.columns ? options.columns.map(quoteIdent).join(", ") : "*";
-    const table = [...this.namespace, this.name].map(quoteIdent).join(".");
+    let table = this.#qualified();
+    if (options.version !== undefined) table = `materialized_view_at(${quoteLiteral(table)}, ${Math.trunc(options.version)})`;
     let text = `SELECT ${select} FROM ${table}`;
     if (options.filter !== undefined) text += ` WHERE ${options.filter}`;
     if (options.limit !== undefined) text += ` LIMIT ${Math.trunc(options.limit)}`;
     return this.#connection.sql(text);
+  }
+
+  /**
+   * The rows versions after `fromVersion` up to `toVersion` (default: the
+   * latest) inserted and deleted: the view's columns, then `_change_type`
+   * (`insert` or `delete`) and `_version`.
+   */
+  async changes(fromVersion: number, toVersion?: number): Promise<Table> {
+    let versions = `${Math.trunc(fromVersion)}`;
+    if (toVersion !== undefined) versions += `, ${Math.trunc(toVersion)}`;
+    return this.#connection.sql(`SELECT * FROM materialized_view_changes(${quoteLiteral(this.#qualified())}, ${versions})`);
+  }
+
+  #qualified(): string {
+    return [...this.namespace, this.name].map(quoteIdent).join(".");
   }
 }
 

@@ -84,7 +84,13 @@ pub(crate) fn document() -> Value {
                     "size_bytes": { "type": ["integer", "null"] },
                     "last_refreshed": { "type": ["string", "null"], "format": "date-time" },
                     "version": { "type": "integer" },
-                    "format_version": { "type": "integer" } } },
+                    "format_version": { "type": "integer" },
+                    "versions": { "type": "array", "description": "the versions that materialized_view_at can still read, oldest first",
+                        "items": { "type": "object", "properties": {
+                            "version": { "type": "integer" },
+                            "committed_at": { "type": "string", "format": "date-time" },
+                            "refreshed_at": { "type": "string", "format": "date-time" },
+                            "row_count": { "type": "integer" } } } } } },
                 "RefreshResult": { "type": "object", "properties": {
                     "view": { "type": "string" }, "mode": { "enum": ["no_op", "incremental", "full"] },
                     "rows_written": { "type": "integer" }, "rows_deleted": { "type": "integer" },

@@ -71,9 +71,11 @@ pub(crate) use commit::create_only;
 pub use commit::{CommitFailure, Requirement};
 pub(crate) use commit::{IndexCommit, IndexUpdate, ViewCommit};
 pub use index::index_entry;
+pub(crate) use index::wait_for;
 pub use lease::DEFAULT_LEASE_TTL;
 pub(crate) use lease::Lease;
 pub use versions::parse_manifest;
+pub use views::RetainedVersion;
 
 /// How many versions the latest-version pointer may lag before a reader
 /// that notices rewrites it.

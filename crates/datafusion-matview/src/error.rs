@@ -191,6 +191,27 @@ pub enum Error {
         reason: String,
     },
 
+    /// A query asked for a version of a materialized view
+    /// (`materialized_view_at`, `VERSION AS OF`, `materialized_view_changes`)
+    /// that cannot be read.
+    #[error(
+        "cannot read materialized view \"{name}\" at version {version}: {reason}\nHINT: {}",
+        match oldest {
+            Some(oldest) => format!("The oldest version it retains is {oldest}; versions are kept for the retention window after a refresh replaces them."),
+            None => "It retains no populated version; use the REFRESH MATERIALIZED VIEW command.".to_owned(),
+        }
+    )]
+    VersionNotRetained {
+        /// The view, as the query named it.
+        name: String,
+        /// The version asked for.
+        version: u64,
+        /// Why it cannot be read.
+        reason: String,
+        /// The oldest version that can be read, if any.
+        oldest: Option<u64>,
+    },
+
     /// Another writer committed a change that collides with this one.
     /// Retrying the statement is safe.
     #[error(
@@ -558,7 +579,9 @@ impl Error {
             | Error::UnsupportedDefinition { .. }
             | Error::ColumnsMismatch { .. } => C::SyntaxErrorOrAccessRuleViolation,
             Error::NotSupported(_) => C::FeatureNotSupported,
-            Error::SourceVersionUnavailable { .. } => C::InvalidParameterValue,
+            Error::SourceVersionUnavailable { .. } | Error::VersionNotRetained { .. } => {
+                C::InvalidParameterValue
+            }
             Error::StatementTimeout { .. } => C::QueryCanceled,
             Error::ResultTooLarge { .. } => C::ProgramLimitExceeded,
             Error::PermissionDenied { .. } => C::InsufficientPrivilege,

@@ -42,6 +42,7 @@ pub mod session;
 pub mod spec;
 pub mod sql;
 pub mod table;
+pub mod versioned;
 
 pub use catalog::{Catalog, CleanupReport, RecoveryReport, Requirement, Sweep};
 pub use error::{Error, ErrorCode, Result};

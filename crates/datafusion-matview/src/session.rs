@@ -493,6 +493,18 @@ impl MatviewSession {
                 Arc::clone(&views_created_under),
             )),
         );
+        ctx.register_udtf(
+            crate::versioned::AT_FUNCTION,
+            Arc::new(crate::versioned::MaterializedViewAtFunction::new(
+                Arc::clone(&catalog),
+            )),
+        );
+        ctx.register_udtf(
+            crate::versioned::CHANGES_FUNCTION,
+            Arc::new(crate::versioned::MaterializedViewChangesFunction::new(
+                Arc::clone(&catalog),
+            )),
+        );
         let family = crate::schema::Family::of(&ctx);
         let session = Self {
             ctx,

@@ -8,7 +8,7 @@
 """
 
 from ._async import AsyncConnection, AsyncJob, AsyncMaterializedView, connect_async
-from ._core import Column, RefreshResult
+from ._core import Column, RefreshResult, RetainedVersion
 from ._errors import (
     CommitConflict,
     InvalidQuery,
@@ -37,6 +37,7 @@ __all__ = [
     "MaterializedView",
     "NotSupported",
     "RefreshResult",
+    "RetainedVersion",
     "Unauthorized",
     "ViewExists",
     "ViewNotFound",

@@ -123,22 +123,38 @@ def quote_ident(part: str) -> str:
     return '"' + part.replace('"', '""') + '"'
 
 
+def quote_literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 def select_sql(
     name: str,
     namespace: list[str],
     columns: Sequence[str] | None,
     filter: str | None,
     limit: int | None,
+    version: int | None = None,
 ) -> str:
-    """``SELECT`` of a view's columns, with an optional filter and limit."""
+    """``SELECT`` of a view's columns, with an optional filter and limit;
+    at a retained version of the view when ``version`` is given."""
     select = "*" if columns is None else ", ".join(quote_ident(c) for c in columns)
     table = ".".join(quote_ident(p) for p in [*namespace, name])
+    if version is not None:
+        table = f"materialized_view_at({quote_literal(table)}, {int(version)})"
     text = f"SELECT {select} FROM {table}"
     if filter is not None:
         text += f" WHERE {filter}"
     if limit is not None:
         text += f" LIMIT {int(limit)}"
     return text
+
+
+def changes_sql(name: str, namespace: list[str], from_version: int, to_version: int | None) -> str:
+    """The rows versions after ``from_version`` up to ``to_version`` (the
+    latest when ``None``) inserted and deleted."""
+    table = ".".join(quote_ident(p) for p in [*namespace, name])
+    versions = f"{int(from_version)}" + ("" if to_version is None else f", {int(to_version)}")
+    return f"SELECT * FROM materialized_view_changes({quote_literal(table)}, {versions})"
 
 
 def arrow_table(body: bytes) -> pa.Table:
@@ -199,6 +215,25 @@ class RefreshResult:
 
 
 @dataclass
+class RetainedVersion:
+    """A version of a view that can still be read (``to_arrow(version=...)``)."""
+
+    version: int
+    committed_at: _dt.datetime
+    refreshed_at: _dt.datetime
+    row_count: int
+
+    @staticmethod
+    def from_json(value: dict[str, Any]) -> RetainedVersion:
+        return RetainedVersion(
+            version=value["version"],
+            committed_at=_parse_time(value["committed_at"]),
+            refreshed_at=_parse_time(value["refreshed_at"]),
+            row_count=value["row_count"],
+        )
+
+
+@dataclass
 class ViewState:
     """A view's definition and state as the server last described it."""
 
@@ -213,6 +248,7 @@ class ViewState:
     size_bytes: int | None
     last_refreshed: _dt.datetime | None
     version: int
+    versions: list[RetainedVersion]
 
     @staticmethod
     def from_json(value: dict[str, Any]) -> ViewState:
@@ -229,6 +265,7 @@ class ViewState:
             size_bytes=value.get("size_bytes"),
             last_refreshed=_parse_time(refreshed) if refreshed else None,
             version=value["version"],
+            versions=[RetainedVersion.from_json(v) for v in value.get("versions") or []],
         )
 
 
@@ -313,6 +350,11 @@ class ViewAttributes:
     @property
     def version(self) -> int:
         return self._state.version
+
+    @property
+    def versions(self) -> list[RetainedVersion]:
+        """The versions that can still be read, oldest first."""
+        return self._state.versions
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({'.'.join([*self.namespace, self.name])!r})"

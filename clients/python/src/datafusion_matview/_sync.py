@@ -186,11 +186,23 @@ class MaterializedView(_core.ViewAttributes):
         columns: Sequence[str] | None = None,
         filter: str | None = None,
         limit: int | None = None,
+        version: int | None = None,
     ) -> pa.Table:
-        """The view's rows (``filter`` is a SQL condition)."""
-        return self._connection.sql(
-            _core.select_sql(self._state.name, self._state.namespace, columns, filter, limit)
+        """The view's rows (``filter`` is a SQL condition); at a retained
+        ``version`` of the view when given (see ``versions``)."""
+        text = _core.select_sql(
+            self._state.name, self._state.namespace, columns, filter, limit, version
         )
+        return self._connection.sql(text)
+
+    def changes(self, from_version: int, to_version: int | None = None) -> pa.Table:
+        """The rows versions after ``from_version`` up to ``to_version``
+        (default: the latest) inserted and deleted: the view's columns,
+        then ``_change_type`` (``insert`` or ``delete``) and ``_version``."""
+        text = _core.changes_sql(
+            self._state.name, self._state.namespace, from_version, to_version
+        )
+        return self._connection.sql(text)
 
     def to_pandas(self) -> Any:
         """The view's rows as a pandas DataFrame (pandas must be installed)."""

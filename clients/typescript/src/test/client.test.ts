@@ -204,6 +204,24 @@ describe("a dfmv server", () => {
     await db.dropMaterializedView("pin_top");
     await db.dropMaterializedView("pin_base");
   });
+
+  test("versions and changes", async () => {
+    const view = await db.createMaterializedView("ver_rows", "SELECT region, amount FROM orders");
+    const first = view.rowCount as number;
+    server.append("ver.csv", "region,amount\nfar,9\n");
+    assert.equal((await view.refresh()).version, 3);
+    // Version 1 is the definition (no data): not readable, not listed.
+    assert.deepEqual(view.versions.map((v) => [v.version, v.rowCount]), [[2, first], [3, first + 1]]);
+    assert.ok(view.versions.every((v) => v.committedAt instanceof Date && !Number.isNaN(v.committedAt.getTime())));
+    assert.equal((await view.toArrow({ version: 2, filter: "region = 'far'" })).numRows, 0);
+    assert.deepEqual(rows(await view.toArrow({ version: 3, filter: "region = 'far'" })), [{ region: "far", amount: 9 }]);
+    assert.deepEqual(rows(await view.changes(2)), [{ region: "far", amount: 9, _change_type: "insert", _version: 3 }]);
+    assert.equal((await view.changes(2, 2)).numRows, 0);
+    await assert.rejects(view.toArrow({ version: 1 }), (e: unknown) =>
+      e instanceof InvalidQuery && e.code === "invalid_parameter_value" &&
+      e.message.includes("at version 1: it had not been populated then"));
+    await db.dropMaterializedView("ver_rows");
+  });
 });
 
 test("a lost commit race is a retryable CommitConflict", () => {

@@ -90,21 +90,7 @@ impl StoreBlocks {
 
 impl BlockReader for StoreBlocks {
     fn read(&self, range: std::ops::Range<u64>) -> std::result::Result<bytes::Bytes, String> {
-        use tokio::runtime::{Handle, RuntimeFlavor};
-        match Handle::try_current() {
-            Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-                tokio::task::block_in_place(|| handle.block_on(self.get(range)))
-            }
-            _ if self.local => std::thread::scope(|scope| {
-                scope
-                    .spawn(|| futures::executor::block_on(self.get(range)))
-                    .join()
-                    .unwrap_or_else(|_| Err("the read of its views panicked".into()))
-            }),
-            _ => Err("a remote checkpoint cannot be read while waiting on a \
-                      single-threaded Tokio runtime; use a multi-threaded one"
-                .into()),
-        }
+        wait_for(self.local, self.get(range), "its views")?
     }
 
     fn read_async(
@@ -112,6 +98,40 @@ impl BlockReader for StoreBlocks {
         range: std::ops::Range<u64>,
     ) -> BoxFuture<'_, std::result::Result<bytes::Bytes, String>> {
         Box::pin(self.get(range))
+    }
+}
+
+/// Waits for `read`, from synchronous code that runs inside (or outside)
+/// an async runtime, such as DataFusion's `SchemaProvider::table_exist` or
+/// a table function's planning: on a multi-threaded Tokio runtime in
+/// `block_in_place`; for a local store (`local`), which needs no runtime, on
+/// a thread of its own. A remote store on a single-threaded runtime,
+/// where waiting would stall the runtime that drives the request, is an
+/// error naming `what` was to be read.
+pub(crate) fn wait_for<F>(
+    local: bool,
+    read: F,
+    what: &str,
+) -> std::result::Result<F::Output, String>
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            Ok(tokio::task::block_in_place(|| handle.block_on(read)))
+        }
+        _ if local => std::thread::scope(|scope| {
+            scope
+                .spawn(|| futures::executor::block_on(read))
+                .join()
+                .map_err(|_| format!("the read of {what} panicked"))
+        }),
+        _ => Err(format!(
+            "{what} cannot be read from a remote store while waiting on a \
+             single-threaded Tokio runtime; use a multi-threaded one"
+        )),
     }
 }
 
@@ -385,7 +405,7 @@ impl Catalog {
 
     /// Whether the catalog is in a local folder (`file://`), where a read
     /// waits for no network and needs no runtime.
-    fn is_local(&self) -> bool {
+    pub(crate) fn is_local(&self) -> bool {
         self.store_url.as_str().starts_with("file://")
     }
 

@@ -6,6 +6,20 @@ use std::collections::BTreeSet;
 
 use super::*;
 
+/// A version of a view's log that can still be read with its data
+/// ([`Catalog::retained_versions`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RetainedVersion {
+    /// The version of the view's log.
+    pub version: u64,
+    /// When it was committed.
+    pub committed_at: DateTime<Utc>,
+    /// When its snapshot's data was computed.
+    pub refreshed_at: DateTime<Utc>,
+    /// Rows of its snapshot.
+    pub row_count: u64,
+}
+
 /// One view log and what this process last read of it.
 #[derive(Debug)]
 pub(super) struct ViewLog {
@@ -215,6 +229,31 @@ impl Catalog {
         display: &str,
         version: u64,
     ) -> Result<Arc<ViewVersion>> {
+        let (latest, state) = self.view_version(name, display, version).await?;
+        let unavailable = |reason: String| Error::SourceVersionUnavailable {
+            name: display.to_owned(),
+            version,
+            reason,
+        };
+        let Some(snapshot) = &state.view.snapshot else {
+            return Err(unavailable("it had not been populated then".into()));
+        };
+        let paths: Vec<&str> = snapshot.files.iter().map(|f| f.path.as_str()).collect();
+        self.check_retained(&latest, &paths, display, version)
+            .await?;
+        Ok(state)
+    }
+
+    /// View `name`'s latest state and its state at `version` of its log
+    /// (read from the log unless it is the latest), whatever its data;
+    /// [`Error::SourceVersionUnavailable`] when the log has no such
+    /// version (any more).
+    pub(crate) async fn view_version(
+        &self,
+        name: &QualifiedName,
+        display: &str,
+        version: u64,
+    ) -> Result<(Arc<ViewVersion>, Arc<ViewVersion>)> {
         let unavailable = |reason: String| Error::SourceVersionUnavailable {
             name: display.to_owned(),
             version,
@@ -236,28 +275,46 @@ impl Catalog {
                 latest.version
             )));
         }
-        let state = if version == latest.version {
-            latest.clone()
-        } else {
-            let slot = self
-                .index()
-                .view(name)
-                .map(|e| e.slot.clone())
-                .unwrap_or_default();
-            let log = self.view_log(&slot);
-            let Some(bytes) = log.log.get(version).await? else {
-                return Err(unavailable(
-                    "that version is older than the retention window and was removed".into(),
-                ));
-            };
-            Arc::new(parse_view_version(
-                &log.log.display(&log.log.version_path(version)),
-                &bytes,
-                version,
-            )?)
+        if version == latest.version {
+            return Ok((Arc::clone(&latest), latest));
+        }
+        let log = self.view_log(&self.slot_of(name));
+        let Some(bytes) = log.log.get(version).await? else {
+            return Err(unavailable(
+                "that version is older than the retention window and was removed".into(),
+            ));
         };
-        let Some(snapshot) = &state.view.snapshot else {
-            return Err(unavailable("it had not been populated then".into()));
+        let state = Arc::new(parse_view_version(
+            &log.log.display(&log.log.version_path(version)),
+            &bytes,
+            version,
+        )?);
+        Ok((latest, state))
+    }
+
+    /// The log slot of view `name` in the loaded index (empty: none).
+    fn slot_of(&self, name: &QualifiedName) -> String {
+        self.index()
+            .view(name)
+            .map(|e| e.slot.clone())
+            .unwrap_or_default()
+    }
+
+    /// Fails with [`Error::SourceVersionUnavailable`] (for `version` of
+    /// view `display`) unless each of the data files `paths` is in the
+    /// view's `latest` snapshot, or was retired less than the retention
+    /// window ago and is still present (one `HEAD` each).
+    pub(crate) async fn check_retained(
+        &self,
+        latest: &ViewVersion,
+        paths: &[&str],
+        display: &str,
+        version: u64,
+    ) -> Result<()> {
+        let unavailable = |reason: String| Error::SourceVersionUnavailable {
+            name: display.to_owned(),
+            version,
+            reason,
         };
         let current: BTreeSet<&str> = latest
             .view
@@ -267,24 +324,12 @@ impl Catalog {
             .collect();
         let now = Utc::now();
         let mut older = vec![];
-        for file in snapshot
-            .files
-            .iter()
-            .filter(|f| !current.contains(f.path.as_str()))
-        {
-            let dir = file.path.rsplit_once('/').map_or("", |(dir, _)| dir);
-            let retired_at = latest
-                .retired
-                .iter()
-                .filter(|r| r.dir == dir && (r.files.is_empty() || r.files.contains(&file.path)))
-                .filter_map(|r| r.retired_at)
-                .min();
-            match retired_at {
-                Some(at) if self.expiry(at) > now => older.push(file.path.clone()),
+        for path in paths.iter().filter(|p| !current.contains(**p)) {
+            match self.retired_at(latest, path) {
+                Some(at) if self.expiry(at) > now => older.push(path.to_string()),
                 _ => {
                     return Err(unavailable(format!(
-                        "its data file {} is past the retention window ({}s)",
-                        file.path,
+                        "its data file {path} is past the retention window ({}s)",
                         self.retention.as_secs()
                     )));
                 }
@@ -304,7 +349,85 @@ impl Catalog {
         if let Some(path) = missing.into_iter().flatten().next() {
             return Err(unavailable(format!("its data file {path} was removed")));
         }
-        Ok(state)
+        Ok(())
+    }
+
+    /// When the view whose latest state is `latest` stopped using data
+    /// file `path`, if its log says.
+    fn retired_at(&self, latest: &ViewVersion, path: &str) -> Option<DateTime<Utc>> {
+        let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        latest
+            .retired
+            .iter()
+            .filter(|r| r.dir == dir && (r.files.is_empty() || r.files.iter().any(|f| f == path)))
+            .filter_map(|r| r.retired_at)
+            .min()
+    }
+
+    /// The versions of view `name`'s log that can still be read with
+    /// their data, oldest first: each listed in its log (one `LIST`, then
+    /// one `GET` per version), populated, and with every data file current
+    /// or retired less than the retention window ago.
+    pub async fn retained_versions(&self, name: &QualifiedName) -> Result<Vec<RetainedVersion>> {
+        let Some(latest) = self.view(name).await? else {
+            return Ok(vec![]);
+        };
+        let slot = self.slot_of(name);
+        if slot.is_empty() {
+            return Ok(vec![]);
+        }
+        let log = self.view_log(&slot);
+        let listed: Vec<u64> = log
+            .log
+            .list_versions()
+            .await?
+            .into_iter()
+            .map(|(v, _)| v)
+            .filter(|v| *v < latest.version)
+            .collect();
+        let log = &log;
+        let reads = listed.into_iter().map(|version| async move {
+            let Some(bytes) = log.log.get(version).await? else {
+                return Ok(None);
+            };
+            parse_view_version(
+                &log.log.display(&log.log.version_path(version)),
+                &bytes,
+                version,
+            )
+            .map(|v| Some(Arc::new(v)))
+        });
+        let mut states: Vec<Arc<ViewVersion>> = futures::stream::iter(reads)
+            .buffered(16)
+            .try_filter_map(|v| futures::future::ready(Ok(v)))
+            .try_collect()
+            .await?;
+        states.push(Arc::clone(&latest));
+        let current: BTreeSet<&str> = latest
+            .view
+            .snapshot
+            .iter()
+            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+            .collect();
+        let now = Utc::now();
+        Ok(states
+            .iter()
+            .filter_map(|state| {
+                let snapshot = state.view.snapshot.as_ref()?;
+                let retained = snapshot.files.iter().all(|f| {
+                    current.contains(f.path.as_str())
+                        || self
+                            .retired_at(&latest, &f.path)
+                            .is_some_and(|at| self.expiry(at) > now)
+                });
+                retained.then(|| RetainedVersion {
+                    version: state.version,
+                    committed_at: state.committed_at,
+                    refreshed_at: snapshot.refreshed_at,
+                    row_count: snapshot.row_count,
+                })
+            })
+            .collect())
     }
 
     /// [`Self::view`]'s entry alone.

@@ -258,7 +258,15 @@ impl MatviewSession {
 
         let (default_catalog, default_schema) = self.defaults();
         let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
-        let sql = create.query.to_string();
+        let mut query = create.query.clone();
+        crate::versioned::rewrite_version_clauses(query.as_mut())?;
+        if crate::versioned::reads_changes(query.as_mut()) {
+            return Err(Error::NotSupported(format!(
+                "a materialized view cannot be defined over {}(): what it returns changes with every refresh of the view it reads, which freshness does not follow",
+                crate::versioned::CHANGES_FUNCTION
+            )));
+        }
+        let sql = query.to_string();
         let mut plan = state.create_logical_plan(&sql).await?;
         // Plain views read the relations their names mean now, as in a new
         // process (see `rebind`); planned again if one had to be.

@@ -50,6 +50,10 @@ pub struct ViewDescription {
     pub version: u64,
     /// The catalog's metadata format ([`crate::spec::MANIFEST_FORMAT`]).
     pub format_version: u32,
+    /// The versions of the view's log that can still be read with
+    /// `materialized_view_at` (populated, with their data retained), oldest
+    /// first.
+    pub versions: Vec<crate::catalog::RetainedVersion>,
 }
 
 impl MatviewSession {
@@ -99,6 +103,7 @@ impl MatviewSession {
             last_refreshed: snapshot.map(|s| s.refreshed_at),
             version: state.version,
             format_version: crate::spec::MANIFEST_FORMAT,
+            versions: self.catalog.retained_versions(name).await?,
         })
     }
 

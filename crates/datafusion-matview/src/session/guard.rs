@@ -183,9 +183,10 @@ pub(super) fn check_name(name: &ObjectName) -> Result<()> {
 impl MatviewSession {
     pub(super) async fn execute_datafusion(
         &self,
-        statement: DFStatement,
+        mut statement: DFStatement,
         text: Option<&str>,
     ) -> Result<DataFrame> {
+        rewrite_versions(&mut statement)?;
         match &statement {
             DFStatement::Statement(inner) => match inner.as_ref() {
                 SQLStatement::Drop {
@@ -387,6 +388,23 @@ impl MatviewSession {
             }
         }
         Ok(())
+    }
+}
+
+/// `v VERSION AS OF n` in `statement` read as `materialized_view_at('v',
+/// n) AS v`, wherever a query sits (see
+/// [`crate::versioned::rewrite_version_clauses`]).
+fn rewrite_versions(statement: &mut DFStatement) -> Result<()> {
+    match statement {
+        DFStatement::Statement(inner) => crate::versioned::rewrite_version_clauses(inner.as_mut()),
+        DFStatement::Explain(explain) => rewrite_versions(explain.statement.as_mut()),
+        DFStatement::CopyTo(copy) => match &mut copy.source {
+            datafusion::sql::parser::CopyToSource::Query(query) => {
+                crate::versioned::rewrite_version_clauses(query.as_mut())
+            }
+            datafusion::sql::parser::CopyToSource::Relation(_) => Ok(()),
+        },
+        _ => Ok(()),
     }
 }
 
