@@ -873,7 +873,8 @@ async fn session_without_retention() -> (tempfile::TempDir, MatviewSession) {
 /// What a REFRESH of unchanged sources asks of the catalog's store: the
 /// index is loaded once per statement (two `HEAD`s when nothing changed),
 /// each view's log once to plan it and once to commit, and nothing else is
-/// read; CASCADE loads the index no more often than a single refresh.
+/// read; the only write is the attempt's record in the history; CASCADE
+/// loads the index no more often than a single refresh.
 #[tokio::test]
 async fn a_refresh_loads_the_index_once_per_statement() {
     use datafusion_matview_testing::InstrumentedStore;
@@ -932,21 +933,24 @@ async fn a_refresh_loads_the_index_once_per_statement() {
         refresh_row(&s, "REFRESH MATERIALIZED VIEW v").await.0,
         "no_op"
     );
-    // The index (two HEADs: nothing changed) and v's log (one HEAD).
-    assert_eq!(cost(before), (3, 0, 0, 0));
+    // The index (two HEADs: nothing changed) and v's log (one HEAD); the
+    // attempt's record in the history (one PUT).
+    assert_eq!(cost(before), (3, 0, 0, 1));
     let before = counted();
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW w").await.0,
         "no_op"
     );
     // The index (2), w's log (1), and v's log three times: planning w's
-    // query looks v up, fingerprinting reads it, pinning looks it up.
-    assert_eq!(cost(before), (6, 0, 0, 0));
+    // query looks v up, fingerprinting reads it, pinning looks it up; the
+    // record.
+    assert_eq!(cost(before), (6, 0, 0, 1));
     let before = counted();
     let cascade = rows(&s, "REFRESH MATERIALIZED VIEW w CASCADE").await;
     assert_eq!(cascade[0].num_rows(), 2);
-    // Both refreshes above, with the index loaded once: 3 + 6 - 2.
-    assert_eq!(cost(before), (7, 0, 0, 0));
+    // Both refreshes above, with the index loaded once: 3 + 6 - 2; a
+    // record each.
+    assert_eq!(cost(before), (7, 0, 0, 2));
 }
 
 /// Freshness from listings only, and REFRESH skipping work when nothing changed.
@@ -1005,15 +1009,21 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
     freshness_of(&s, "base").await;
     assert_eq!(store.counters().gets.load(SeqCst), gets);
 
-    // Nothing changed: no query, no commit, no file.
+    // Nothing changed: no query, no commit, no data file; the one write is
+    // the attempt's record in the history.
     let version = common::view(&s, "base").await.version;
     let writes = store.counters().writes.load(SeqCst);
+    let history = common::files_under(&dir.path().join("cat/_matview/history")).len();
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW base").await,
         ("no_op".into(), 0, "sources unchanged".into())
     );
     assert_eq!(common::view(&s, "base").await.version, version);
-    assert_eq!(store.counters().writes.load(SeqCst), writes);
+    assert_eq!(store.counters().writes.load(SeqCst), writes + 1);
+    assert_eq!(
+        common::files_under(&dir.path().join("cat/_matview/history")).len(),
+        history + 1
+    );
     assert_eq!(
         refresh_row(&s, "REFRESH MATERIALIZED VIEW base FULL").await,
         ("full".into(), 2, "FULL requested".into())

@@ -2048,3 +2048,78 @@ fn a_statement_sees_the_files_that_are_there_now() {
         "{out}"
     );
 }
+
+/// `\dmh v` lists the view's refresh attempts, oldest first, with what
+/// started each, how it ended and what it wrote; a second process sees
+/// them, and `\dmh` alone lists every view's.
+#[test]
+fn dmh_lists_the_refresh_history() {
+    let dir = Dir::new();
+    dir.write("src/jan.csv", "region,amount\nnorth,10\nsouth,5\n");
+    dir.ok(&[
+        "-q",
+        "-c",
+        "CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION 'src/'",
+        "-c",
+        "CREATE MATERIALIZED VIEW totals AS SELECT region, sum(amount) AS total FROM orders GROUP BY region",
+        "-c",
+        "CREATE MATERIALIZED VIEW later AS SELECT region FROM orders WITH NO DATA",
+    ]);
+    dir.write("src/feb.csv", "region,amount\neast,7\n");
+    dir.ok(&["-q", "-c", "REFRESH MATERIALIZED VIEW totals"]);
+    let out = dir.ok(&["-q", "--format", "csv", "-c", "\\dmh totals"]);
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "table_name",
+            "version",
+            "state",
+            "trigger",
+            "mode",
+            "started_at",
+            "duration_ms",
+            "rows_written",
+            "rows_deleted",
+            "bytes_read",
+            "error"
+        ],
+        "{out}"
+    );
+    let fields = |row: &[&str]| -> Vec<String> {
+        [0, 1, 2, 3, 4, 7, 8, 10]
+            .iter()
+            .map(|&i| row[i].to_owned())
+            .collect()
+    };
+    assert_eq!(rows.len(), 3, "{out}");
+    assert_eq!(
+        fields(&rows[1]),
+        ["totals", "1", "succeeded", "create", "full", "2", "0", ""]
+    );
+    assert_eq!(
+        fields(&rows[2]),
+        [
+            "totals",
+            "2",
+            "succeeded",
+            "statement",
+            "incremental",
+            "3",
+            "2",
+            ""
+        ]
+    );
+    assert!(rows[2][9].parse::<u64>().unwrap() > 0, "{out}");
+    let all = dir.ok(&["-q", "--format", "csv", "-c", "\\dmh"]);
+    assert_eq!(all.lines().count(), 3, "later has no attempt yet: {all}");
+    let run = dir.dfmv(&["-q", "-c", "\\dmh nope"]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert_eq!(
+        run.stdout, "Error: materialized view \"nope\" does not exist\n",
+        "as dfmv prints every error of -c"
+    );
+}

@@ -14,6 +14,7 @@ mod dfmv_cli;
 mod dfmv_slt;
 mod docs;
 mod golden;
+mod history;
 mod incremental;
 mod migration;
 mod model;

@@ -800,6 +800,53 @@ async fn rest_cancel_of_a_long_refresh_keeps_the_old_data() {
         .post("/v1/jobs/cancel", json!({ "job_id": job["job_id"] }))
         .await;
     assert_eq!(again["job_state"], "CANCELLED");
+
+    // The history has the cancelled attempt (written by a task of its
+    // own once the job's work was dropped), newest first, with its job;
+    // then the create's population, a job too.
+    let mut history = Value::Null;
+    for _ in 0..500 {
+        let (status, page) = server.get("/v1/materialized_view/slow/refreshes").await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        if page["refreshes"].as_array().is_some_and(|a| a.len() == 2) {
+            history = page;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let attempts = history["refreshes"].as_array().expect("two attempts");
+    assert_eq!(attempts[0]["state"], "cancelled", "{history}");
+    assert_eq!(attempts[0]["job_id"], job["job_id"]);
+    assert_eq!(attempts[0]["trigger"], "server job");
+    assert_eq!(attempts[0]["version"], Value::Null);
+    assert_eq!(attempts[0]["mode"], "full");
+    assert_eq!(attempts[0]["view"], "datafusion$public$slow");
+    assert_eq!(attempts[1]["state"], "succeeded");
+    assert_eq!(attempts[1]["version"], 2);
+    assert_eq!(attempts[1]["trigger"], "server job");
+    assert!(attempts[1]["ran_by"].as_str().unwrap().contains(" pid "));
+    assert_eq!(history["page_token"], Value::Null);
+    // A page at a time.
+    let (_, first) = server
+        .get("/v1/materialized_view/slow/refreshes?limit=1")
+        .await;
+    assert_eq!(
+        first["refreshes"][0]["attempt_id"],
+        attempts[0]["attempt_id"]
+    );
+    let token = first["page_token"].as_str().expect("a next page");
+    let (_, second) = server
+        .get(&format!(
+            "/v1/materialized_view/slow/refreshes?limit=1&page_token={token}"
+        ))
+        .await;
+    assert_eq!(
+        second["refreshes"][0]["attempt_id"],
+        attempts[1]["attempt_id"]
+    );
+    assert_eq!(second["page_token"], Value::Null);
+    let (status, missing) = server.get("/v1/materialized_view/nope/refreshes").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{missing}");
     server.stop().await;
 }
 

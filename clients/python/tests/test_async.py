@@ -37,6 +37,12 @@ async def test_async_create_refresh_list_read_drop(server):
         assert await db.list_materialized_views(limit=2) == ["totals", "v0", "v1", "v2", "v3"]
         job = await view.refresh_async(full=True)
         assert (await job.wait()).mode == "full"
+        history = await view.refreshes()
+        assert [(a.version, a.mode, a.job_id) for a in history] == [
+            (4, "full", job.job_id), (3, "incremental", history[1].job_id), (2, "full", history[2].job_id)
+        ]
+        changes = (await view.changes(3, 4)).to_pylist()
+        assert changes == [], "a full refresh over the same rows changes none"
 
         assert (await db.sql("SELECT count(*) AS n FROM v3")).to_pylist() == [{"n": 1}]
         opened = await db.open_materialized_view("v2")

@@ -108,6 +108,17 @@ def test_versions_and_changes(server):
             view.to_arrow(version=1)
         assert e.value.code == "invalid_parameter_value"
 
+        # The history, newest first, a page at a time: the refresh above,
+        # then the create's population, both server jobs.
+        attempts = view.refreshes(limit=1)
+        assert [(a.version, a.state, a.trigger, a.mode) for a in attempts] == [
+            (3, "succeeded", "server job", "incremental"),
+            (2, "succeeded", "server job", "full"),
+        ]
+        assert all(isinstance(a, dfmv.RefreshAttempt) and a.job_id for a in attempts)
+        assert attempts[0].rows_written == 1 and attempts[0].files_read == 1
+        assert attempts[0].started_at <= attempts[0].ended_at
+
 
 def test_jobs_wait_status_and_done(server):
     with dfmv.connect(server.url, token=server.token) as db:

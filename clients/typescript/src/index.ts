@@ -216,6 +216,52 @@ interface RetainedVersionJson {
   row_count: number;
 }
 
+/** One refresh attempt from a view's history. */
+export interface RefreshAttempt {
+  attemptId: string;
+  /** The view's id. */
+  view: string;
+  version: number | null;
+  state: "succeeded" | "failed" | "cancelled" | "no_op";
+  trigger: "statement" | "cascade" | "auto" | "create" | "server job";
+  mode: string | null;
+  reason: string | null;
+  startedAt: Date;
+  endedAt: Date;
+  durationMs: number;
+  rowsWritten: number | null;
+  rowsDeleted: number | null;
+  filesRead: number | null;
+  bytesRead: number | null;
+  sources: string | null;
+  error: string | null;
+  ranBy: string;
+  jobId: string | null;
+}
+
+function refreshAttempt(v: Record<string, unknown>): RefreshAttempt {
+  return {
+    attemptId: v.attempt_id as string,
+    view: v.view as string,
+    version: (v.version as number | null) ?? null,
+    state: v.state as RefreshAttempt["state"],
+    trigger: v.trigger as RefreshAttempt["trigger"],
+    mode: (v.mode as string | null) ?? null,
+    reason: (v.reason as string | null) ?? null,
+    startedAt: new Date(v.started_at as string),
+    endedAt: new Date(v.ended_at as string),
+    durationMs: v.duration_ms as number,
+    rowsWritten: (v.rows_written as number | null) ?? null,
+    rowsDeleted: (v.rows_deleted as number | null) ?? null,
+    filesRead: (v.files_read as number | null) ?? null,
+    bytesRead: (v.bytes_read as number | null) ?? null,
+    sources: (v.sources as string | null) ?? null,
+    error: (v.error as string | null) ?? null,
+    ranBy: v.ran_by as string,
+    jobId: (v.job_id as string | null) ?? null,
+  };
+}
+
 /** A version of a view that can still be read (`toArrow({ version })`). */
 export interface RetainedVersion {
   version: number;
@@ -507,6 +553,23 @@ export class MaterializedView {
     if (options.filter !== undefined) text += ` WHERE ${options.filter}`;
     if (options.limit !== undefined) text += ` LIMIT ${Math.trunc(options.limit)}`;
     return this.#connection.sql(text);
+  }
+
+  /** The view's refresh history, newest first: every page, `limit` per request. */
+  async refreshes(options: { limit?: number } = {}): Promise<RefreshAttempt[]> {
+    const { id, params } = identifier(parts(this.name, this.namespace));
+    if (options.limit !== undefined) params.set("limit", String(options.limit));
+    const attempts: RefreshAttempt[] = [];
+    for (;;) {
+      const page = await this.#connection.json<{ refreshes: Record<string, unknown>[]; page_token: string | null }>(
+        "GET",
+        `/v1/materialized_view/${id}/refreshes`,
+        { params },
+      );
+      attempts.push(...page.refreshes.map(refreshAttempt));
+      if (page.page_token === null || page.page_token === undefined) return attempts;
+      params.set("page_token", page.page_token);
+    }
   }
 
   /**

@@ -105,6 +105,17 @@ pub struct Failure {
     pub retryable: bool,
 }
 
+tokio::task_local! {
+    /// The id of the job whose work is running (see [`current_job`]).
+    static CURRENT_JOB: String;
+}
+
+/// The id of the job whose work calls this, if any: a refresh records it
+/// in the view's history.
+pub fn current_job() -> Option<String> {
+    CURRENT_JOB.try_with(Clone::clone).ok()
+}
+
 /// A job as `jobs/describe` answers it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(into = "JobWire")]
@@ -317,6 +328,7 @@ impl Jobs {
                 let _view = lock.lock().await;
                 let _slot = Arc::clone(&jobs.running).acquire_owned().await;
                 jobs.started(&job_id);
+                let work = CURRENT_JOB.scope(job_id.clone(), work);
                 let outcome = std::panic::AssertUnwindSafe(work)
                     .catch_unwind()
                     .await

@@ -91,6 +91,20 @@ pub(crate) fn document() -> Value {
                             "committed_at": { "type": "string", "format": "date-time" },
                             "refreshed_at": { "type": "string", "format": "date-time" },
                             "row_count": { "type": "integer" } } } } } },
+                "RefreshAttempt": { "type": "object", "properties": {
+                    "view": { "type": "string" }, "definition": { "type": "string" },
+                    "attempt_id": { "type": "string" },
+                    "version": { "type": ["integer", "null"] },
+                    "state": { "enum": ["succeeded", "failed", "cancelled", "no_op"] },
+                    "trigger": { "enum": ["statement", "cascade", "auto", "create", "server job"] },
+                    "mode": { "type": ["string", "null"] }, "reason": { "type": ["string", "null"] },
+                    "started_at": { "type": "string", "format": "date-time" },
+                    "ended_at": { "type": "string", "format": "date-time" },
+                    "duration_ms": { "type": "integer" },
+                    "rows_written": { "type": ["integer", "null"] }, "rows_deleted": { "type": ["integer", "null"] },
+                    "files_read": { "type": ["integer", "null"] }, "bytes_read": { "type": ["integer", "null"] },
+                    "sources": { "type": ["string", "null"] }, "error": { "type": ["string", "null"] },
+                    "ran_by": { "type": "string" }, "job_id": { "type": ["string", "null"] } } },
                 "RefreshResult": { "type": "object", "properties": {
                     "view": { "type": "string" }, "mode": { "enum": ["no_op", "incremental", "full"] },
                     "rows_written": { "type": "integer" }, "rows_deleted": { "type": "integer" },
@@ -159,6 +173,17 @@ pub(crate) fn document() -> Value {
                 "responses": responses(&[("200", ok("what was dropped", json!({ "type": "object", "properties": {
                     "dropped": { "type": "array", "items": { "type": "object", "properties": {
                         "id": { "type": "string" }, "kind": { "type": "string" } } } } } })))], &view_errors) } },
+            "/v1/materialized_view/{id}/refreshes": { "get": {
+                "summary": "the view's refresh history (every attempt: succeeded, failed, cancelled, no_op), newest first, a page at a time",
+                "parameters": [
+                    { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } },
+                    { "name": "delimiter", "in": "query", "schema": { "type": "string", "default": "$" } },
+                    { "name": "page_token", "in": "query", "schema": { "type": "string" } },
+                    { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 1000 } }
+                ],
+                "responses": responses(&[("200", ok("a page of attempts", json!({ "type": "object", "properties": {
+                    "refreshes": { "type": "array", "items": reference("RefreshAttempt") },
+                    "page_token": { "type": ["string", "null"] } } })))], &["400", "401", "404"]) } },
             "/v1/namespace/{id}/materialized_view/list": { "get": {
                 "summary": "the views of a namespace (`$` alone: all), sorted, a page at a time",
                 "parameters": [

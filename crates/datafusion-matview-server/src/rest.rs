@@ -6,6 +6,7 @@
 //! | `POST /v1/materialized_view/{id}/describe` | definition and state | `200` [`ViewDescription`](datafusion_matview::session::ViewDescription) plus `id` |
 //! | `POST /v1/materialized_view/{id}/refresh` `{full?, cascade?, source_version?}` | REFRESH as a job | `202 {job_id}`; the job's result `{view, mode, rows_written, rows_deleted, detail, source_version, source_versions, version, upstream}` |
 //! | `POST /v1/materialized_view/{id}/drop` `{cascade?}` | DROP | `200 {dropped: [{id, kind}]}` |
+//! | `GET /v1/materialized_view/{id}/refreshes?page_token=&limit=` | the view's refresh history, newest first | `{refreshes, page_token}` |
 //! | `GET /v1/namespace/{id}/materialized_view/list?page_token=&limit=` | names, sorted | `{views, page_token}` |
 //! | `POST /v1/jobs/describe {job_id}` | one job | [`JobInfo`](super::jobs::JobInfo) |
 //! | `POST /v1/jobs/list {page_token?, limit?}` | jobs, newest first | `{jobs, page_token}` |
@@ -52,6 +53,7 @@ pub(crate) fn router(shared: Shared) -> Router {
         .route("/v1/materialized_view/{id}/describe", post(describe))
         .route("/v1/materialized_view/{id}/refresh", post(refresh))
         .route("/v1/materialized_view/{id}/drop", post(drop_view))
+        .route("/v1/materialized_view/{id}/refreshes", get(refreshes))
         .route("/v1/namespace/{id}/materialized_view/list", get(list))
         .route("/v1/jobs/describe", post(job_describe))
         .route("/v1/jobs/list", post(job_list))
@@ -489,6 +491,10 @@ async fn refresh_job(
     options: RefreshOptions,
     delimiter: String,
 ) -> super::jobs::JobOutcome {
+    let options = RefreshOptions {
+        job_id: super::jobs::current_job(),
+        ..options
+    };
     let source_version = match session.catalog().reload().await {
         Ok(index) => index.version,
         Err(e) => return Err((Phase::Execute, e)),
@@ -709,6 +715,7 @@ async fn refresh(
         incremental: request.incremental,
         cascade: request.cascade,
         sources_at: pins,
+        job_id: None,
     };
     let delimiter = query.delimiter().to_owned();
     let mut spec = json!({
@@ -785,6 +792,66 @@ fn page_size(limit: Option<usize>) -> ApiResult<usize> {
         0 => Err(ApiError::bad_request("limit must be at least 1")),
         n => Ok(n.min(MAX_PAGE)),
     }
+}
+
+/// The view's refresh attempts, newest first, a page at a time: each as
+/// [`RefreshAttempt`](datafusion_matview::history::RefreshAttempt) with
+/// `view` as its id and `duration_ms`.
+async fn refreshes(
+    State(shared): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<axum::Json<Value>> {
+    let id_query = IdQuery {
+        delimiter: query.delimiter.clone(),
+    };
+    let delimiter = id_query.delimiter().to_owned();
+    let limit = page_size(query.limit)?;
+    let (name, _) = view_name(&shared, &id, &id_query)?;
+    let before = match &query.page_token {
+        Some(token) => match ids::decode_token(token)?.as_slice() {
+            [started, attempt] => Some((
+                started.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid page token \"{token}\""))
+                })?,
+                attempt.clone(),
+            )),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "invalid page token \"{token}\""
+                )));
+            }
+        },
+        None => None,
+    };
+    let key = |a: &datafusion_matview::history::RefreshAttempt| {
+        (a.started_at.timestamp_micros(), a.attempt_id.clone())
+    };
+    let mut attempts = shared.session.refresh_history(Some(&name)).await?;
+    attempts.reverse();
+    let mut page: Vec<_> = attempts
+        .into_iter()
+        .filter(|a| before.as_ref().is_none_or(|b| key(a) < *b))
+        .take(limit + 1)
+        .collect();
+    let more = page.len() > limit;
+    page.truncate(limit);
+    let page_token = more.then(|| page.last()).flatten().map(|a| {
+        let (started, attempt) = key(a);
+        ids::encode_token(&[started.to_string(), attempt])
+    });
+    let refreshes = page
+        .iter()
+        .map(|a| {
+            let mut value = serde_json::to_value(a).unwrap_or(Value::Null);
+            value["view"] = json!(id_of(&a.view, &delimiter));
+            value["duration_ms"] = json!((a.ended_at - a.started_at).num_milliseconds().max(0));
+            value
+        })
+        .collect::<Vec<_>>();
+    Ok(axum::Json(
+        json!({ "refreshes": refreshes, "page_token": page_token }),
+    ))
 }
 
 async fn list(

@@ -170,6 +170,10 @@ pub struct CleanupReport {
     pub manifests_deleted: usize,
     /// Data files removed.
     pub files_deleted: usize,
+    /// Refresh history records removed (see [`crate::history`]): beyond
+    /// the number kept per view, and of views dropped longer ago than the
+    /// retention window.
+    pub history_deleted: usize,
 }
 
 impl Catalog {

@@ -35,6 +35,7 @@ pub mod catalog;
 pub mod error;
 pub mod freshness;
 pub mod functions;
+pub mod history;
 mod refresh;
 mod resolve;
 pub mod schema;

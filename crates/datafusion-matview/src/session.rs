@@ -148,6 +148,14 @@ pub struct MatviewOptions {
     /// refreshes the catalog's views registers the same functions; it
     /// applies to views created while it is set. Default: false.
     pub trust_user_functions: bool,
+    /// How many refresh attempts of each view the refresh history keeps
+    /// (`materialized_view_refreshes()`, see [`crate::history`]); 0 turns
+    /// the history off. Default: [`crate::history::DEFAULT_HISTORY_PER_VIEW`].
+    pub history_per_view: usize,
+    /// Who runs this session's refreshes, as the history records it
+    /// (with the host and process id): `dfmv serve` names itself. Default:
+    /// none (the host and process id alone).
+    pub actor: Option<String>,
 }
 
 impl Default for MatviewOptions {
@@ -159,6 +167,8 @@ impl Default for MatviewOptions {
             remember_relations: false,
             list_files_per_statement: false,
             trust_user_functions: false,
+            history_per_view: crate::history::DEFAULT_HISTORY_PER_VIEW,
+            actor: None,
         }
     }
 }
@@ -287,6 +297,12 @@ pub struct RefreshOutcome {
     /// views), each with the version of its log it read: the latest, or
     /// the one [`MatviewSession::refresh_at`] pinned.
     pub source_versions: BTreeMap<QualifiedName, u64>,
+    /// Files the refresh's file scans read (as planned, before pruning:
+    /// the changed files of an incremental refresh, every file of a full
+    /// one; 0 for `no_op`); `None` where not known (on a cluster).
+    pub files_read: Option<u64>,
+    /// Bytes of those files.
+    pub bytes_read: Option<u64>,
 }
 
 /// No rows and no columns: what CREATE and DROP return through `sql()`.
@@ -438,6 +454,8 @@ pub struct MatviewSession {
     views_created_under: crate::functions::ViewDefaults,
     /// This session and its forks (see [`crate::schema::Family`]).
     family: crate::schema::Family,
+    /// Where refresh attempts are recorded.
+    history: Arc<crate::history::History>,
 }
 
 /// What the session last brought up to the catalog's index.
@@ -505,6 +523,18 @@ impl MatviewSession {
                 Arc::clone(&catalog),
             )),
         );
+        ctx.register_udtf(
+            crate::history::FUNCTION,
+            Arc::new(crate::history::RefreshHistoryFunction::new(
+                Arc::clone(&catalog),
+                options.history_per_view,
+            )),
+        );
+        let history = Arc::new(crate::history::History::new(
+            Arc::clone(&catalog),
+            options.history_per_view,
+            options.actor.as_deref(),
+        ));
         let family = crate::schema::Family::of(&ctx);
         let session = Self {
             ctx,
@@ -514,6 +544,7 @@ impl MatviewSession {
             synced: Arc::default(),
             views_created_under,
             family,
+            history,
         };
         // Remembered relations are built where they are first used.
         session.sync().await?;
@@ -611,6 +642,7 @@ impl MatviewSession {
             synced: Arc::clone(&self.synced),
             views_created_under: Arc::clone(&self.views_created_under),
             family: self.family.clone(),
+            history: Arc::clone(&self.history),
         }
     }
 
@@ -705,8 +737,13 @@ impl MatviewSession {
                     .map_err(|e| self.refused("CREATE MATERIALIZED VIEW", e))?,
             ),
             Statement::Refresh(refresh) => StatementOutcome::Refreshed(
-                self.refresh_pinned(&refresh, &base, &refresh::PinnedSources::new())
-                    .await?,
+                self.refresh_pinned(
+                    &refresh,
+                    &base,
+                    &refresh::PinnedSources::new(),
+                    refresh::Origin::STATEMENT,
+                )
+                .await?,
             ),
             Statement::ExplainRefresh(refresh) => {
                 StatementOutcome::Rows(self.explain_refresh(&refresh, &base).await?)
@@ -736,7 +773,12 @@ impl MatviewSession {
     /// Removes superseded manifest versions, retired snapshots and files
     /// left by failed writers, once older than the retention window.
     pub async fn cleanup(&self) -> Result<CleanupReport> {
-        self.catalog.cleanup(Sweep::Full).await
+        let mut report = self.catalog.cleanup(Sweep::Full).await?;
+        if self.options.history_per_view > 0 {
+            report.history_deleted =
+                crate::history::prune_all(&self.catalog, self.options.history_per_view).await?;
+        }
+        Ok(report)
     }
 
     async fn show(&self, like: Option<&str>) -> Result<DataFrame> {

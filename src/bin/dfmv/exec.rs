@@ -524,6 +524,9 @@ pub async fn backslash(app: &App, print_options: &mut PrintOptions, line: &str) 
         ("dm" | "dm+", pattern) => {
             list_views(app, print_options, pattern, started).await?;
         }
+        ("dmh", view) => {
+            refresh_history(app, print_options, view, started).await?;
+        }
         ("i", Some(file)) => {
             // Boxed: a file can include files.
             if !Box::pin(exec_file(app, print_options, file)).await {
@@ -635,14 +638,48 @@ async fn list_views(
     print_batches(app, &options, batch.schema(), &[batch], started)
 }
 
+/// `\dmh [view]`: the refresh history of one view, or of every view.
+async fn refresh_history(
+    app: &App,
+    print_options: &PrintOptions,
+    view: Option<&str>,
+    started: Instant,
+) -> Result<()> {
+    let (default_catalog, default_schema) = context::defaults(app.session.context());
+    let name = view.map(|v| {
+        QualifiedName::from(
+            datafusion::common::TableReference::parse_str(v)
+                .resolve(&default_catalog, &default_schema),
+        )
+    });
+    let attempts = app.session.refresh_history(name.as_ref()).await?;
+    if attempts.is_empty() {
+        if !print_options.quiet {
+            eprintln!("No refresh has been recorded.");
+        }
+        return Ok(());
+    }
+    let all = datafusion_matview::history::RefreshHistoryFunction::batch(&attempts)?;
+    // The view's name, what happened, when, and what it cost.
+    let shown = [2, 4, 5, 6, 7, 9, 11, 12, 13, 15, 17];
+    let batch = all.project(&shown)?;
+    let mut options = print_options.clone();
+    options.maxrows = MaxRows::Unlimited;
+    print_batches(app, &options, batch.schema(), &[batch], started)
+}
+
 /// The table of `\?`.
 fn help() -> RecordBatch {
-    let commands: [(&str, &str); 13] = [
+    let commands: [(&str, &str); 14] = [
         ("\\d", "list tables"),
         ("\\d name", "describe table"),
         (
             "\\dm [pattern]",
             "list materialized views (pattern: * and ? wildcards)",
+        ),
+        (
+            "\\dmh [view]",
+            "refresh history of a materialized view (or of all)",
         ),
         ("\\q", "quit dfmv"),
         ("\\?", "help"),

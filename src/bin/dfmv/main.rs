@@ -312,6 +312,11 @@ async fn run(args: Args) -> Result<bool, BoxError> {
     let options = MatviewOptions {
         remember_relations: true,
         list_files_per_statement: true,
+        // The history says which server ran a refresh.
+        actor: match &args.subcommand {
+            Some(Sub::Serve(serve)) => Some(format!("dfmv serve {}", serve.http())),
+            _ => Some("dfmv".to_owned()),
+        },
         ..Default::default()
     };
     if let Some(Sub::Migrate) = args.subcommand {

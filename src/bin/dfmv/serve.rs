@@ -72,6 +72,13 @@ pub struct ServeArgs {
     max_handles: usize,
 }
 
+impl ServeArgs {
+    /// Where the REST API listens, as given.
+    pub fn http(&self) -> SocketAddr {
+        self.http
+    }
+}
+
 /// Registers the object stores a statement names, as the prompt does.
 struct Stores;
 

@@ -8,7 +8,7 @@
 """
 
 from ._async import AsyncConnection, AsyncJob, AsyncMaterializedView, connect_async
-from ._core import Column, RefreshResult, RetainedVersion
+from ._core import Column, RefreshAttempt, RefreshResult, RetainedVersion
 from ._errors import (
     CommitConflict,
     InvalidQuery,
@@ -36,6 +36,7 @@ __all__ = [
     "MatviewError",
     "MaterializedView",
     "NotSupported",
+    "RefreshAttempt",
     "RefreshResult",
     "RetainedVersion",
     "Unauthorized",

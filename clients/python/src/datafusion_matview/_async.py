@@ -12,7 +12,7 @@ import httpx
 import pyarrow as pa
 
 from . import _core
-from ._core import Call, Namespace, RefreshResult, ViewState
+from ._core import Call, Namespace, RefreshAttempt, RefreshResult, ViewState
 from ._errors import error_from_response
 
 T = TypeVar("T")
@@ -188,6 +188,20 @@ class AsyncMaterializedView(_core.ViewAttributes):
         result = await job.wait()
         await self.reload()
         return result
+
+    async def refreshes(self, *, limit: int | None = None) -> list[RefreshAttempt]:
+        """The view's refresh history, newest first: every page, ``limit``
+        per request."""
+        attempts: list[RefreshAttempt] = []
+        page_token: str | None = None
+        while True:
+            page = await self._connection._json(
+                _core.refreshes_call(self._state.name, self._state.namespace, page_token, limit)
+            )
+            attempts.extend(RefreshAttempt.from_json(a) for a in page["refreshes"])
+            page_token = page.get("page_token")
+            if page_token is None:
+                return attempts
 
     async def to_arrow(
         self,

@@ -71,6 +71,18 @@ def list_call(namespace: Namespace, page_token: str | None, limit: int | None) -
     return Call("GET", f"/v1/namespace/{ident}/materialized_view/list", params)
 
 
+def refreshes_call(
+    name: str, namespace: Namespace, page_token: str | None, limit: int | None
+) -> Call:
+    """``GET /v1/materialized_view/{id}/refreshes``."""
+    ident, params = _identifier(_parts(name, namespace))
+    if page_token is not None:
+        params["page_token"] = page_token
+    if limit is not None:
+        params["limit"] = str(limit)
+    return Call("GET", f"/v1/materialized_view/{ident}/refreshes", params)
+
+
 def create_body(query: str, with_no_data: bool, or_replace: bool) -> dict[str, Any]:
     """The Lance Namespace spec's ``CreateMaterializedViewRequest`` (plus
     the server's ``or_replace``). ``with_no_data`` is always sent: the
@@ -211,6 +223,53 @@ class RefreshResult:
             version=value["version"],
             upstream=[RefreshResult.from_json(u) for u in value.get("upstream", [])],
             source_versions=dict(value.get("source_versions", {})),
+        )
+
+
+@dataclass
+class RefreshAttempt:
+    """One refresh attempt from a view's history."""
+
+    attempt_id: str
+    view: str
+    version: int | None
+    state: str
+    trigger: str
+    mode: str | None
+    reason: str | None
+    started_at: _dt.datetime
+    ended_at: _dt.datetime
+    duration_ms: int
+    rows_written: int | None
+    rows_deleted: int | None
+    files_read: int | None
+    bytes_read: int | None
+    sources: str | None
+    error: str | None
+    ran_by: str
+    job_id: str | None
+
+    @staticmethod
+    def from_json(value: dict[str, Any]) -> RefreshAttempt:
+        return RefreshAttempt(
+            attempt_id=value["attempt_id"],
+            view=value["view"],
+            version=value.get("version"),
+            state=value["state"],
+            trigger=value["trigger"],
+            mode=value.get("mode"),
+            reason=value.get("reason"),
+            started_at=_parse_time(value["started_at"]),
+            ended_at=_parse_time(value["ended_at"]),
+            duration_ms=value["duration_ms"],
+            rows_written=value.get("rows_written"),
+            rows_deleted=value.get("rows_deleted"),
+            files_read=value.get("files_read"),
+            bytes_read=value.get("bytes_read"),
+            sources=value.get("sources"),
+            error=value.get("error"),
+            ran_by=value["ran_by"],
+            job_id=value.get("job_id"),
         )
 
 

@@ -11,7 +11,7 @@ import httpx
 import pyarrow as pa
 
 from . import _core
-from ._core import Call, Namespace, RefreshResult, ViewState
+from ._core import Call, Namespace, RefreshAttempt, RefreshResult, ViewState
 from ._errors import error_from_response
 
 T = TypeVar("T")
@@ -180,6 +180,20 @@ class MaterializedView(_core.ViewAttributes):
         ).wait()
         self.reload()
         return result
+
+    def refreshes(self, *, limit: int | None = None) -> list[RefreshAttempt]:
+        """The view's refresh history, newest first: every page, ``limit``
+        per request."""
+        attempts: list[RefreshAttempt] = []
+        page_token: str | None = None
+        while True:
+            page = self._connection._json(
+                _core.refreshes_call(self._state.name, self._state.namespace, page_token, limit)
+            )
+            attempts.extend(RefreshAttempt.from_json(a) for a in page["refreshes"])
+            page_token = page.get("page_token")
+            if page_token is None:
+                return attempts
 
     def to_arrow(
         self,

@@ -220,6 +220,14 @@ describe("a dfmv server", () => {
     await assert.rejects(view.toArrow({ version: 1 }), (e: unknown) =>
       e instanceof InvalidQuery && e.code === "invalid_parameter_value" &&
       e.message.includes("at version 1: it had not been populated then"));
+    // The history, newest first, a page at a time.
+    const history = await view.refreshes({ limit: 1 });
+    assert.deepEqual(history.map((a) => [a.version, a.state, a.trigger, a.mode]), [
+      [3, "succeeded", "server job", "incremental"],
+      [2, "succeeded", "server job", "full"],
+    ]);
+    assert.ok(history.every((a) => a.jobId !== null && a.endedAt >= a.startedAt && a.ranBy.includes(" pid ")));
+    assert.equal(history[0].filesRead, 1);
     await db.dropMaterializedView("ver_rows");
   });
 });

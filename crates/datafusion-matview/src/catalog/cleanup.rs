@@ -543,7 +543,7 @@ impl Catalog {
     }
 
     /// When something superseded at `at` becomes old enough to delete.
-    pub(super) fn expiry(&self, at: DateTime<Utc>) -> DateTime<Utc> {
+    pub(crate) fn expiry(&self, at: DateTime<Utc>) -> DateTime<Utc> {
         chrono::Duration::from_std(self.retention)
             .ok()
             .and_then(|r| at.checked_add_signed(r))

@@ -489,7 +489,8 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
         report,
         CleanupReport {
             manifests_deleted: 1,
-            files_deleted: 1
+            files_deleted: 1,
+            history_deleted: 0
         }
     );
     let view_log = c.view_log(&slot);
@@ -535,7 +536,8 @@ async fn cleanup_keeps_the_latest_version_and_live_files() {
         c.cleanup(Sweep::Full).await.unwrap(),
         CleanupReport {
             manifests_deleted: 1,
-            files_deleted: 1
+            files_deleted: 1,
+            history_deleted: 0
         }
     );
     assert!(

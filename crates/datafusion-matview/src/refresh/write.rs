@@ -45,10 +45,11 @@ pub(crate) async fn write_snapshot(
     catalog: &Catalog,
     entry: &ViewEntry,
     write: Write,
-    progress: Option<(&str, &Arc<dyn ProgressListener>)>,
+    watch: Watch<'_>,
     sources: Vec<SourceFingerprint>,
     lease: &Lease,
 ) -> Result<Snapshot> {
+    let Watch { progress, reads } = watch;
     let id = lease.snapshot_id.clone();
     let dir = lease.dir.clone();
     let mut options: TableParquetOptions = state.default_table_options().parquet;
@@ -96,6 +97,7 @@ pub(crate) async fn write_snapshot(
         dir: &dir,
         options: &options,
         schema: Arc::new(entry.definition.schema.clone()),
+        reads,
     };
     let produced = async {
         // Partial aggregates first: the view's data may be their merge.
@@ -141,6 +143,64 @@ struct PartWriter<'a> {
     options: &'a TableParquetOptions,
     /// The view's columns (its files may hold state columns after them).
     schema: SchemaRef,
+    /// What the parts' file scans read.
+    reads: &'a Reads,
+}
+
+/// Who watches a write: its progress listener, and what its file scans
+/// read.
+pub(crate) struct Watch<'a> {
+    /// The view, as messages name it, and who hears of its progress.
+    pub(crate) progress: Option<(&'a str, &'a Arc<dyn ProgressListener>)>,
+    /// Counts what the write's file scans read.
+    pub(crate) reads: &'a Reads,
+}
+
+/// What the file scans of a refresh's plans read, as planned (before
+/// pruning): each file once per plan, and the bytes of the ranges its
+/// partitions read (the whole file unless split).
+#[derive(Debug, Default)]
+pub(crate) struct Reads {
+    files: std::sync::atomic::AtomicU64,
+    bytes: std::sync::atomic::AtomicU64,
+}
+
+impl Reads {
+    /// Files read.
+    pub(crate) fn files(&self) -> u64 {
+        self.files.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes read.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Adds the file scans of `plan`.
+    fn add_scans_of(&self, plan: &Arc<dyn ExecutionPlan>) {
+        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+        use datafusion::datasource::physical_plan::FileScanConfig;
+        use datafusion::datasource::source::DataSourceExec;
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut paths = std::collections::HashSet::new();
+        let mut bytes = 0u64;
+        let _ = plan.apply(|node| {
+            if let Some(exec) = node.downcast_ref::<DataSourceExec>()
+                && let Some(config) = exec.data_source().downcast_ref::<FileScanConfig>()
+            {
+                for file in config.file_groups.iter().flat_map(|g| g.iter()) {
+                    paths.insert(file.object_meta.location.clone());
+                    bytes += match &file.range {
+                        Some(range) => u64::try_from(range.end - range.start).unwrap_or(0),
+                        None => file.object_meta.size,
+                    };
+                }
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        self.files.fetch_add(paths.len() as u64, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
 }
 
 impl PartWriter<'_> {
@@ -196,7 +256,9 @@ impl PartWriter<'_> {
                 vec![],
             )?
             .build()?;
-            physical.push(state.create_physical_plan(&copy).await?);
+            let plan = state.create_physical_plan(&copy).await?;
+            self.reads.add_scans_of(&plan);
+            physical.push(plan);
             logical.push(copy);
         }
         let concurrency = state.config().target_partitions().max(1);

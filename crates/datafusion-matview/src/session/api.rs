@@ -47,6 +47,9 @@ pub struct RefreshOptions {
     /// Read these materialized views at these versions of their logs
     /// instead of their latest (see [`MatviewSession::refresh_at`]).
     pub sources_at: BTreeMap<QualifiedName, u64>,
+    /// The server job that runs the refresh: the history records it, with
+    /// the trigger `server job`.
+    pub job_id: Option<String>,
 }
 
 /// How [`MatviewSession::drop_views`] drops views.
@@ -134,7 +137,15 @@ impl MatviewSession {
             incremental: options.incremental,
             cascade: options.cascade,
         };
-        self.refresh_at(&refresh, &options.sources_at).await
+        let origin = super::refresh::Origin {
+            trigger: match options.job_id {
+                Some(_) => crate::history::Trigger::ServerJob,
+                None => crate::history::Trigger::Statement,
+            },
+            job_id: options.job_id.as_deref(),
+        };
+        self.refresh_from(&refresh, &options.sources_at, origin)
+            .await
     }
 
     /// `DROP MATERIALIZED VIEW names` with `options`; returns what CASCADE

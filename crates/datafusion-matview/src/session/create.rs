@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::catalog::index_entry;
+use crate::history::Trigger;
+use crate::refresh::write::{Reads, Watch};
 
 /// What [`MatviewSession::prepare_create`] decided.
 enum Prepared {
@@ -98,121 +100,155 @@ impl MatviewSession {
             Prepared::Skipped(outcome) => return Ok(outcome),
             Prepared::Ready(ready) => *ready,
         };
-        // Cleanup leaves what this write makes alone until it commits.
-        let lease = self.catalog.lease(&entry, true).await?;
-        if import.is_some() || create.with_data {
-            // Adopted data comes with no fingerprints: nothing says which
-            // state of the sources it was computed from (it may predate
-            // their files of today), so the view is `unknown` and its
-            // first refresh is full.
-            let fingerprints = match import {
-                Some(_) => vec![],
-                None => {
-                    self.fingerprinter()
-                        .sources(&entry.definition.sources)
-                        .await?
-                }
-            };
-            entry.snapshot = Some(match import {
-                Some(files) => {
-                    import_snapshot(&state, &self.catalog, &entry, files, fingerprints, &lease)
-                        .await?
-                }
-                None => {
-                    let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
-                    let shape = Shape::of(&plan);
-                    let write = self
-                        .full_write(plan, &shape, &fingerprints, &Default::default(), None)
-                        .await?;
-                    let plans = write.plans();
-                    match write_snapshot(
-                        state,
-                        &self.catalog,
-                        &entry,
-                        write,
-                        progress,
-                        fingerprints,
-                        &lease,
-                    )
-                    .await
-                    {
-                        Ok(snapshot) => snapshot,
-                        Err(e) => return Err(self.explain_write_error(&plans, e).await),
+        // A CREATE that computes the view's data is its first refresh
+        // attempt, in the history.
+        let mut recording = (import.is_none() && create.with_data).then(|| {
+            let mut recording = self.history.start(&name, Trigger::Create, None);
+            let attempt = recording.attempt();
+            attempt.definition = entry.id.clone();
+            attempt.mode = Some(RefreshMode::Full.as_str().to_owned());
+            attempt.reason = Some("CREATE MATERIALIZED VIEW".to_owned());
+            recording
+        });
+        let reads = Reads::default();
+        let measured = !on_cluster(&state);
+        let created = Box::pin(async {
+            // Cleanup leaves what this write makes alone until it commits.
+            let lease = self.catalog.lease(&entry, true).await?;
+            if import.is_some() || create.with_data {
+                // Adopted data comes with no fingerprints: nothing says which
+                // state of the sources it was computed from (it may predate
+                // their files of today), so the view is `unknown` and its
+                // first refresh is full.
+                let fingerprints = match import {
+                    Some(_) => vec![],
+                    None => {
+                        self.fingerprinter()
+                            .sources(&entry.definition.sources)
+                            .await?
                     }
+                };
+                if let Some(recording) = recording.as_mut() {
+                    recording.attempt().sources =
+                        Some(self.sources_read(&fingerprints, &BTreeMap::new()));
                 }
-            });
-        }
-        // What it reads and the catalog holds must still be there when it
-        // commits: another session may drop it meanwhile.
-        let held = self.catalog.index();
-        let sources = entry
-            .definition
-            .sources
-            .iter()
-            .filter(|s| held.view(s).is_some() || held.relations.iter().any(|r| &r.name == *s))
-            .map(|s| Requirement::SourceExists(s.clone()));
-        let requirements: Vec<Requirement> = [match &replaced {
-            None => Requirement::ViewAbsent(name.clone()),
-            Some(id) => Requirement::ViewIs {
-                name: name.clone(),
-                id: id.clone(),
-            },
-        }]
-        .into_iter()
-        .chain(sources)
-        .collect();
-        // The definition's own log first: nothing references it until the
-        // index commit does.
-        let slot = lease.slot.clone().unwrap_or_else(crate::spec::new_id);
-        let logged = async {
-            if let Some(s) = &entry.snapshot {
-                lease.confirm(&self.catalog, s).await?;
+                entry.snapshot = Some(match import {
+                    Some(files) => {
+                        import_snapshot(&state, &self.catalog, &entry, files, fingerprints, &lease)
+                            .await?
+                    }
+                    None => {
+                        let progress = self.progress.as_ref().map(|l| (display.as_str(), l));
+                        let shape = Shape::of(&plan);
+                        let write = self
+                            .full_write(plan, &shape, &fingerprints, &Default::default(), None)
+                            .await?;
+                        let plans = write.plans();
+                        match write_snapshot(
+                            state,
+                            &self.catalog,
+                            &entry,
+                            write,
+                            Watch {
+                                progress,
+                                reads: &reads,
+                            },
+                            fingerprints,
+                            &lease,
+                        )
+                        .await
+                        {
+                            Ok(snapshot) => snapshot,
+                            Err(e) => return Err(self.explain_write_error(&plans, e).await),
+                        }
+                    }
+                });
             }
-            self.catalog.create_view_log_in(&entry, slot).await
-        };
-        let slot = match logged.await {
-            Ok(slot) => slot,
-            Err(e) => {
+            // What it reads and the catalog holds must still be there when it
+            // commits: another session may drop it meanwhile.
+            let held = self.catalog.index();
+            let sources = entry
+                .definition
+                .sources
+                .iter()
+                .filter(|s| held.view(s).is_some() || held.relations.iter().any(|r| &r.name == *s))
+                .map(|s| Requirement::SourceExists(s.clone()));
+            let requirements: Vec<Requirement> = [match &replaced {
+                None => Requirement::ViewAbsent(name.clone()),
+                Some(id) => Requirement::ViewIs {
+                    name: name.clone(),
+                    id: id.clone(),
+                },
+            }]
+            .into_iter()
+            .chain(sources)
+            .collect();
+            // The definition's own log first: nothing references it until the
+            // index commit does.
+            let slot = lease.slot.clone().unwrap_or_else(crate::spec::new_id);
+            let logged = async {
                 if let Some(s) = &entry.snapshot {
-                    let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
+                    lease.confirm(&self.catalog, s).await?;
                 }
-                return Err(e);
-            }
-        };
-        let indexed = index_entry(&entry, slot.clone());
-        let commit = IndexCommit::new(&display)
-            .require(requirements)
-            .update(IndexUpdate::PutView(indexed));
-        match self.catalog.commit(&commit).await {
-            Ok(_) => lease.release().await,
-            Err(failure) => {
-                // Only what provably did not land is ours to delete; what
-                // may still land keeps its lease until it expires.
-                if failure.is_rejected() {
+                self.catalog.create_view_log_in(&entry, slot).await
+            };
+            let slot = match logged.await {
+                Ok(slot) => slot,
+                Err(e) => {
                     if let Some(s) = &entry.snapshot {
                         let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
                     }
-                    let _ = self.catalog.discard_view_log(&slot).await;
-                    lease.release().await;
-                } else {
-                    lease.keep();
+                    return Err(e);
                 }
-                return Err(failure.into());
+            };
+            let indexed = index_entry(&entry, slot.clone());
+            let commit = IndexCommit::new(&display)
+                .require(requirements)
+                .update(IndexUpdate::PutView(indexed));
+            match self.catalog.commit(&commit).await {
+                Ok(_) => lease.release().await,
+                Err(failure) => {
+                    // Only what provably did not land is ours to delete; what
+                    // may still land keeps its lease until it expires.
+                    if failure.is_rejected() {
+                        if let Some(s) = &entry.snapshot {
+                            let _ = self.catalog.delete_dir(&entry.snapshot_dir(s)).await;
+                        }
+                        let _ = self.catalog.discard_view_log(&slot).await;
+                        lease.release().await;
+                    } else {
+                        lease.keep();
+                    }
+                    return Err(failure.into());
+                }
+            };
+            self.register_view(&name)?;
+            if replaced.is_some() {
+                self.cleanup_expired().await?;
             }
-        };
-        self.register_view(&name)?;
-        if replaced.is_some() {
-            self.cleanup_expired().await?;
-        }
-        Ok(CreateOutcome {
-            view: display,
-            action: match replaced {
-                Some(_) => CreateAction::Replaced,
-                None => CreateAction::Created,
-            },
-            rows_written: entry.snapshot.as_ref().map(|s| s.row_count),
-            version: 1,
+            Ok(CreateOutcome {
+                view: display,
+                action: match replaced {
+                    Some(_) => CreateAction::Replaced,
+                    None => CreateAction::Created,
+                },
+                rows_written: entry.snapshot.as_ref().map(|s| s.row_count),
+                version: 1,
+            })
         })
+        .await;
+        if let Some(mut recording) = recording.take() {
+            if let Ok(outcome) = &created {
+                let attempt = recording.attempt();
+                attempt.version = Some(outcome.version);
+                attempt.rows_written = outcome.rows_written;
+                attempt.rows_deleted = Some(0);
+                attempt.files_read = measured.then(|| reads.files());
+                attempt.bytes_read = measured.then(|| reads.bytes());
+            }
+            recording.finish(created.as_ref().err()).await;
+        }
+        created
     }
 
     /// Everything CREATE decides before it writes: the name's checks, the

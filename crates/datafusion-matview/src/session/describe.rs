@@ -107,6 +107,26 @@ impl MatviewSession {
         })
     }
 
+    /// The refresh history of materialized view `name` (of every view:
+    /// `None`), oldest first: the newest
+    /// [`MatviewOptions::history_per_view`] attempts of each (see
+    /// [`crate::history`]). [`Error::NotFound`] when `name` is no view.
+    pub async fn refresh_history(
+        &self,
+        name: Option<&QualifiedName>,
+    ) -> Result<Vec<crate::history::RefreshAttempt>> {
+        if let Some(name) = name {
+            self.sync().await?;
+            self.catalog.check_poisoned()?;
+            if self.catalog.index().view(name).is_none() {
+                return Err(Error::NotFound {
+                    name: self.display(name),
+                });
+            }
+        }
+        crate::history::read(&self.catalog, name, self.options.history_per_view.max(1)).await
+    }
+
     /// The fully qualified name of `parts` taken as exact identifiers (no
     /// case folding, as a quoted name in SQL): `[name]`, `[schema, name]` or
     /// `[catalog, schema, name]`, the missing parts from the session's

@@ -4,10 +4,12 @@
 //! version [`MatviewSession::sync`] loaded when the statement started.
 
 use super::*;
+use crate::history::{AttemptState, Recording, Trigger};
 use crate::refresh::commit::commit_snapshot;
 use crate::refresh::decide::{self, Decision, Estimate};
+use crate::refresh::write::{Reads, Watch};
 use crate::refresh::{FullReason, failed};
-use crate::spec::ViewVersion;
+use crate::spec::{Fingerprint, ViewVersion};
 
 /// What a refresh of one view will do (see `MatviewSession::plan_refresh`).
 pub(super) struct PlannedRefresh {
@@ -25,6 +27,24 @@ pub(super) struct PlannedRefresh {
     run: Option<(datafusion::execution::SessionState, Write)>,
     fingerprints: Vec<SourceFingerprint>,
     source_versions: BTreeMap<QualifiedName, u64>,
+}
+
+/// What started a REFRESH, for the history.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Origin<'a> {
+    /// What started the named view's refresh (those CASCADE refreshes
+    /// first are `cascade`).
+    pub(crate) trigger: Trigger,
+    /// The server job running it.
+    pub(crate) job_id: Option<&'a str>,
+}
+
+impl Origin<'_> {
+    /// A statement (or API call) of this session.
+    pub(crate) const STATEMENT: Origin<'static> = Origin {
+        trigger: Trigger::Statement,
+        job_id: None,
+    };
 }
 
 /// How a REFRESH statement asks a view to be brought up to date.
@@ -84,7 +104,7 @@ impl MatviewSession {
     /// order, each once. One outcome per view refreshed, the named view last.
     pub async fn refresh(&self, refresh: &RefreshMaterializedView) -> Result<Vec<RefreshOutcome>> {
         let base = self.sync_base().await?;
-        self.refresh_pinned(refresh, &base, &PinnedSources::new())
+        self.refresh_pinned(refresh, &base, &PinnedSources::new(), Origin::STATEMENT)
             .await
     }
 
@@ -109,10 +129,24 @@ impl MatviewSession {
         refresh: &RefreshMaterializedView,
         source_versions: &BTreeMap<QualifiedName, u64>,
     ) -> Result<Vec<RefreshOutcome>> {
-        if source_versions.is_empty() {
-            return self.refresh(refresh).await;
-        }
+        self.refresh_from(refresh, source_versions, Origin::STATEMENT)
+            .await
+    }
+
+    /// [`Self::refresh_at`], recorded in the history as started by
+    /// `origin`.
+    pub(super) async fn refresh_from(
+        &self,
+        refresh: &RefreshMaterializedView,
+        source_versions: &BTreeMap<QualifiedName, u64>,
+        origin: Origin<'_>,
+    ) -> Result<Vec<RefreshOutcome>> {
         let base = self.sync_base().await?;
+        if source_versions.is_empty() {
+            return self
+                .refresh_pinned(refresh, &base, &PinnedSources::new(), origin)
+                .await;
+        }
         let name = self.resolve(&refresh.name)?;
         let display = self.display(&name);
         if refresh.cascade {
@@ -121,7 +155,7 @@ impl MatviewSession {
             )));
         }
         let pinned = self.source_states(&base, source_versions).await?;
-        self.refresh_pinned(refresh, &base, &pinned).await
+        self.refresh_pinned(refresh, &base, &pinned, origin).await
     }
 
     /// Checks `source_versions` as [`Self::refresh_at`] would, against
@@ -172,17 +206,91 @@ impl MatviewSession {
         refresh: &RefreshMaterializedView,
         base: &Index,
         pinned: &PinnedSources,
+        origin: Origin<'_>,
     ) -> Result<Vec<RefreshOutcome>> {
         let mut outcomes = vec![];
-        for (name, requested) in self.refresh_order(refresh, base).await? {
-            let planned = self.plan_refresh(base, &name, requested, pinned).await?;
-            let outcome = self
-                .run_refresh(planned)
-                .await
-                .map_err(|e| self.refused("REFRESH MATERIALIZED VIEW", e))?;
-            outcomes.push(outcome);
+        let order = self.refresh_order(refresh, base).await?;
+        let last = order.len().saturating_sub(1);
+        for (i, (name, requested)) in order.into_iter().enumerate() {
+            let trigger = if i < last {
+                Trigger::Cascade
+            } else {
+                origin.trigger
+            };
+            let mut recording = self.history.start(&name, trigger, origin.job_id);
+            // Boxed: the refresh's future is large, and a caller's stack
+            // (a test's thread, 2 MiB) holds the statement's.
+            let refreshed =
+                Box::pin(self.refresh_recorded(base, &name, requested, pinned, &mut recording))
+                    .await;
+            recording.finish(refreshed.as_ref().err()).await;
+            outcomes.push(refreshed?);
         }
         Ok(outcomes)
+    }
+
+    /// Plans and runs the refresh of view `name`, telling `recording` what
+    /// it learns.
+    async fn refresh_recorded(
+        &self,
+        base: &Index,
+        name: &QualifiedName,
+        requested: Requested,
+        pinned: &PinnedSources,
+        recording: &mut Recording,
+    ) -> Result<RefreshOutcome> {
+        let planned = self.plan_refresh(base, name, requested, pinned).await?;
+        let attempt = recording.attempt();
+        attempt.definition = planned.entry.id.clone();
+        attempt.mode = Some(planned.mode.as_str().to_owned());
+        attempt.reason = Some(planned.detail.clone());
+        attempt.sources = Some(self.sources_read(&planned.fingerprints, &planned.source_versions));
+        if planned.mode == RefreshMode::NoOp {
+            attempt.state = AttemptState::NoOp;
+        }
+        let outcome = self
+            .run_refresh(planned)
+            .await
+            .map_err(|e| self.refused("REFRESH MATERIALIZED VIEW", e))?;
+        let attempt = recording.attempt();
+        attempt.version = Some(outcome.version);
+        attempt.rows_written = Some(outcome.rows_written);
+        attempt.rows_deleted = Some(outcome.rows_deleted);
+        attempt.files_read = outcome.files_read;
+        attempt.bytes_read = outcome.bytes_read;
+        Ok(outcome)
+    }
+
+    /// What a planned refresh reads, per source, for the history: a
+    /// table's files and their bytes, the version of a materialized view.
+    pub(super) fn sources_read(
+        &self,
+        fingerprints: &[SourceFingerprint],
+        source_versions: &BTreeMap<QualifiedName, u64>,
+    ) -> String {
+        let described: Vec<String> = fingerprints
+            .iter()
+            .map(|source| {
+                let name = self.display(&source.name);
+                match &source.fingerprint {
+                    Fingerprint::Files { files, .. } => format!(
+                        "{name}: {} file(s), {} bytes",
+                        files.len(),
+                        files.iter().map(|f| f.size).sum::<u64>()
+                    ),
+                    Fingerprint::Snapshot { id: None, .. } => format!("{name}: not populated"),
+                    Fingerprint::Snapshot { .. } => match source_versions.get(&source.name) {
+                        Some(version) => format!("{name}: version {version}"),
+                        None => format!("{name}: its latest version"),
+                    },
+                    Fingerprint::View { sources, .. } => {
+                        format!("{name}: a view over {} source(s)", sources.len())
+                    }
+                    Fingerprint::Unknown => format!("{name}: changes not visible"),
+                }
+            })
+            .collect();
+        described.join("; ")
     }
 
     /// The views a REFRESH statement refreshes, in order, each with how:
@@ -563,6 +671,8 @@ impl MatviewSession {
                 rows_deleted: 0,
                 detail,
                 source_versions,
+                files_read: Some(0),
+                bytes_read: Some(0),
             });
         };
         let previous_rows = entry.snapshot.as_ref().map_or(0, |s| s.row_count);
@@ -576,17 +686,23 @@ impl MatviewSession {
         // What expired is removed while the query runs rather than after the
         // commit, off the statement's path; what this refresh supersedes
         // goes with a later one.
-        let (written, _) = futures::join!(
+        let reads = Reads::default();
+        let measured = !on_cluster(&state);
+        let (written, _, ()) = futures::join!(
             write_snapshot(
                 state,
                 &self.catalog,
                 &entry,
                 write,
-                progress,
+                Watch {
+                    progress,
+                    reads: &reads,
+                },
                 fingerprints,
-                &lease
+                &lease,
             ),
-            self.cleanup_expired()
+            self.cleanup_expired(),
+            self.history.prune_if_due(&name, true)
         );
         let snapshot = match written {
             Ok(snapshot) => snapshot,
@@ -605,6 +721,8 @@ impl MatviewSession {
             rows_deleted: previous_rows - kept_rows,
             detail,
             source_versions,
+            files_read: measured.then(|| reads.files()),
+            bytes_read: measured.then(|| reads.bytes()),
         })
     }
 
