@@ -399,6 +399,82 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     }
 }
 
+/// The refresh history's cost: REFRESH of the filter view after a 1%
+/// append (incremental), with the history on (one record per attempt)
+/// vs the same over a catalog with it off (`history_per_view: 0`).
+fn bench_history_cost(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
+    let open = |name: &str, history_per_view: usize| {
+        rt.block_on(async {
+            let catalog = fixture.path(name);
+            let s = MatviewSession::open_with_options(
+                SessionContext::new(),
+                &catalog.display().to_string(),
+                MatviewOptions {
+                    retention: Duration::ZERO,
+                    history_per_view,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+            s.sql(&fixture.src_sql()).await.unwrap();
+            s.sql(&format!(
+                "CREATE MATERIALIZED VIEW filtered AS {VIEW_QUERY}"
+            ))
+            .await
+            .unwrap();
+            s
+        })
+    };
+    let with = open("history-on-catalog", 100);
+    let without = open("history-off-catalog", 0);
+    let appended = std::cell::Cell::new(0);
+    let timed = |b: &mut criterion::Bencher, s: &MatviewSession| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                fixture.remove_appended(appended.get());
+                rt.block_on(async {
+                    s.sql("REFRESH MATERIALIZED VIEW filtered FULL")
+                        .await
+                        .unwrap()
+                        .collect()
+                        .await
+                        .unwrap()
+                });
+                appended.set(appended.get() + 1);
+                fixture.append_one_percent(appended.get());
+                let sql = "REFRESH MATERIALIZED VIEW filtered";
+                let start = Instant::now();
+                let result =
+                    rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
+                total += start.elapsed();
+                assert_mode(&result, sql, "incremental");
+            }
+            total
+        })
+    };
+    let mut group = c.benchmark_group("history_cost");
+    group.sample_size(20);
+    group.warm_up_time(Duration::from_secs(1));
+    group.bench_function("with_history", |b| timed(b, &with));
+    group.bench_function("without_history", |b| timed(b, &without));
+    group.finish();
+    fixture.remove_appended(appended.get());
+    // The history recorded every timed attempt (and the untimed ones).
+    let recorded = rt.block_on(with.refresh_history(None)).unwrap();
+    assert!(
+        recorded
+            .iter()
+            .any(|a| a.mode.as_deref() == Some("incremental"))
+    );
+    assert!(
+        rt.block_on(without.refresh_history(None))
+            .unwrap()
+            .is_empty()
+    );
+}
+
 fn main() {
     let rows = env_usize("DFMV_BENCH_ROWS", 10_000_000);
     let views = env_usize("DFMV_BENCH_VIEWS", 1_000);
@@ -412,8 +488,9 @@ fn main() {
     bench_refresh(&mut c, &rt, &fixture, GROUPED_QUERY, "_grouped");
     bench_scans(&mut c, &rt, &fixture);
     bench_open(&mut c, &rt, &fixture, views);
-    // Last: it appends to the source.
+    // Last: they append to the source.
     bench_after_append(&mut c, &rt, &fixture);
+    bench_history_cost(&mut c, &rt, &fixture);
     c.final_summary();
 
     println!("\nratio = materialized view / plain DataFusion (lower is better)");
@@ -444,6 +521,12 @@ fn main() {
             "matview_refresh",
             "full_refresh",
             "target <= 0.01",
+        ),
+        (
+            "history_cost",
+            "with_history",
+            "without_history",
+            "target <= 1.02 (the history adds at most 2%)",
         ),
         (
             "after_rewrite_filtered",

@@ -2188,3 +2188,97 @@ async fn load_8_flight_sql_clients_each_in_its_own_session() {
     );
     server.stop().await;
 }
+
+/// Two servers auto-refresh one catalog while its source changes: after
+/// each change every automatically refreshed view shows it within twice
+/// its target lag, whichever server is asked; `downstream` views are
+/// refreshed for the views over them; a view without `auto_refresh` is
+/// never touched; and the history holds every attempt, each change
+/// refreshed exactly once (the claims keep the two servers from both
+/// refreshing a view).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_servers_auto_refresh_one_catalog() {
+    use datafusion_matview::session::auto::AutoRefreshOptions;
+    let options = || ServerOptions {
+        auto_refresh: Some(AutoRefreshOptions {
+            tick: Duration::from_millis(100),
+            ..Default::default()
+        }),
+        ..rest_only()
+    };
+    let a = TestServer::start(options()).await;
+    let b = TestServer::start_in(Arc::clone(&a.dir), options()).await;
+    for sql in [
+        "CREATE MATERIALIZED VIEW totals WITH (auto_refresh = true, target_lag = '3 seconds') AS SELECT region, sum(amount) AS total FROM orders GROUP BY region",
+        "CREATE MATERIALIZED VIEW base WITH (auto_refresh = true, target_lag = 'downstream') AS SELECT region, amount FROM orders",
+        "CREATE MATERIALIZED VIEW top WITH (auto_refresh = true, target_lag = '3 seconds') AS SELECT count(*) AS n FROM base",
+        "CREATE MATERIALIZED VIEW manual AS SELECT count(*) AS n FROM orders",
+    ] {
+        a.rows(sql).await;
+    }
+    let target = Duration::from_secs(3);
+    for round in 1..=4i64 {
+        std::fs::write(
+            a.dir.path().join(format!("src/r{round}.csv")),
+            format!("region,amount\nr{round},{round}\n"),
+        )
+        .unwrap();
+        let written = std::time::Instant::now();
+        loop {
+            let server = if round % 2 == 0 { &a } else { &b };
+            let seen = server
+                .rows(&format!(
+                    "SELECT (SELECT count(*) FROM totals WHERE region = 'r{round}') AS totals, (SELECT n FROM top) AS top"
+                ))
+                .await;
+            if seen == json!([{ "totals": 1, "top": 3 + round }]) {
+                break;
+            }
+            assert!(
+                written.elapsed() < 2 * target,
+                "round {round}: not refreshed after {:?}: {seen}",
+                written.elapsed()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    assert_eq!(a.rows("SELECT n FROM manual").await, json!([{ "n": 3 }]));
+    // Every attempt, by view, trigger and state: one create each, then one
+    // automatic refresh per change (base through top's, as `cascade`).
+    // Nothing failed; an attempt that found nothing to do may appear.
+    let history = b
+        .rows(
+            "SELECT table_name, trigger, state, count(*) AS n FROM materialized_view_refreshes() \
+             WHERE state <> 'no_op' GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+        )
+        .await;
+    assert_eq!(
+        history,
+        json!([
+            { "table_name": "base", "trigger": "cascade", "state": "succeeded", "n": 4 },
+            { "table_name": "base", "trigger": "create", "state": "succeeded", "n": 1 },
+            { "table_name": "manual", "trigger": "create", "state": "succeeded", "n": 1 },
+            { "table_name": "top", "trigger": "auto", "state": "succeeded", "n": 4 },
+            { "table_name": "top", "trigger": "create", "state": "succeeded", "n": 1 },
+            { "table_name": "totals", "trigger": "auto", "state": "succeeded", "n": 4 },
+            { "table_name": "totals", "trigger": "create", "state": "succeeded", "n": 1 },
+        ])
+    );
+    // Both servers refreshed, each naming itself.
+    let ran_by = a
+        .rows("SELECT count(DISTINCT ran_by) AS n FROM materialized_view_refreshes() WHERE trigger = 'auto'")
+        .await;
+    assert!(ran_by[0]["n"].as_i64().unwrap() >= 1, "{ran_by}");
+    // Fresh views lag by nothing.
+    assert_eq!(
+        a.rows("SELECT table_name, arrow_cast(lag, 'Int64') AS lag FROM materialized_views() WHERE auto_refresh ORDER BY 1")
+            .await,
+        json!([
+            { "table_name": "base", "lag": 0 },
+            { "table_name": "top", "lag": 0 },
+            { "table_name": "totals", "lag": 0 },
+        ])
+    );
+    b.stop().await;
+    a.stop().await;
+}

@@ -91,6 +91,10 @@ pub struct ServerOptions {
     /// Open Flight SQL tickets and prepared statements all clients together
     /// may hold (each kind).
     pub max_handles: usize,
+    /// Refresh the views whose settings say `auto_refresh = true` (see
+    /// [`datafusion_matview::session::auto`]); `None`: never (`dfmv serve
+    /// --no-auto-refresh`).
+    pub auto_refresh: Option<datafusion_matview::session::auto::AutoRefreshOptions>,
 }
 
 impl Default for ServerOptions {
@@ -113,6 +117,7 @@ impl Default for ServerOptions {
             max_result_bytes: 256 << 20,
             max_handles_per_client: 64,
             max_handles: 1024,
+            auto_refresh: Some(Default::default()),
         }
     }
 }
@@ -268,6 +273,7 @@ impl Shared {
                 datafusion_matview::sql::Statement::Create(c) => vec![c.name.clone()],
                 datafusion_matview::sql::Statement::Refresh(r) => vec![r.name.clone()],
                 datafusion_matview::sql::Statement::Drop(d) => d.names.clone(),
+                datafusion_matview::sql::Statement::Alter(a) => vec![a.name.clone()],
                 _ => vec![],
             };
             let _locks = self.lock_views(session, &names).await?;
@@ -721,11 +727,20 @@ impl Server {
         };
         #[cfg(not(feature = "flight-sql"))]
         let flight = async { Ok::<(), Error>(()) };
+        let scheduler = self.shared.options.auto_refresh.clone().map(|options| {
+            datafusion_matview::session::auto::Scheduler::new(self.shared.session.fork(), options)
+        });
+        let auto_stop = stop.clone();
+        let auto = async move {
+            if let Some(scheduler) = scheduler {
+                scheduler.run(auto_stop.cancelled()).await;
+            }
+        };
         let trigger = async move {
             shutdown.await;
             stop.cancel();
         };
-        let (http, flight, ()) = tokio::join!(
+        let (http, flight, (), ()) = tokio::join!(
             async {
                 http.await.map_err(|e| Error::Serve {
                     what: "serve HTTP".into(),
@@ -733,7 +748,8 @@ impl Server {
                 })
             },
             flight,
-            trigger
+            trigger,
+            auto
         );
         self.shared.jobs.shutdown().await;
         http?;

@@ -407,12 +407,6 @@ async fn create(
             "udtf_spec must be null for kind \"query\"",
         ));
     }
-    if request.auto_refresh == Some(true) {
-        return Err(invalid(
-            ErrorCode::FeatureNotSupported,
-            "auto_refresh is not supported: refresh the view with the refresh route",
-        ));
-    }
     // Created unpopulated here; populated by a refresh job when asked
     // (the spec's "kicks off an initial refresh").
     let options = datafusion_matview::session::CreateOptions {
@@ -420,6 +414,12 @@ async fn create(
         if_not_exists: request.if_not_exists,
         columns: request.columns.clone(),
         with_data: false,
+        // The spec's `auto_refresh`: `WITH (auto_refresh = true)` (the
+        // default target lag; ALTER MATERIALIZED VIEW ... SET changes it).
+        options: match request.auto_refresh {
+            Some(on) => vec![("auto_refresh".to_owned(), on.to_string())],
+            None => vec![],
+        },
     };
     let create = shared
         .session

@@ -33,6 +33,12 @@ pub enum Error {
         reason: String,
     },
 
+    /// A `WITH (...)`, `SET (...)` or `RESET (...)` option of a
+    /// materialized view that is not one, or has a bad value (the message
+    /// says which, with a HINT).
+    #[error("{0}")]
+    InvalidOption(String),
+
     /// A table, view or materialized view of that name already exists.
     #[error("relation \"{name}\" already exists")]
     AlreadyExists {
@@ -579,9 +585,9 @@ impl Error {
             | Error::UnsupportedDefinition { .. }
             | Error::ColumnsMismatch { .. } => C::SyntaxErrorOrAccessRuleViolation,
             Error::NotSupported(_) => C::FeatureNotSupported,
-            Error::SourceVersionUnavailable { .. } | Error::VersionNotRetained { .. } => {
-                C::InvalidParameterValue
-            }
+            Error::SourceVersionUnavailable { .. }
+            | Error::VersionNotRetained { .. }
+            | Error::InvalidOption(_) => C::InvalidParameterValue,
             Error::StatementTimeout { .. } => C::QueryCanceled,
             Error::ResultTooLarge { .. } => C::ProgramLimitExceeded,
             Error::PermissionDenied { .. } => C::InsufficientPrivilege,

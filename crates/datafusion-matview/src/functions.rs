@@ -12,7 +12,8 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 
 use datafusion::arrow::array::{
-    ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    ArrayRef, BooleanArray, DurationMillisecondArray, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
 };
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl};
@@ -63,6 +64,9 @@ pub enum Listed<'a> {
 /// | freshness | Utf8: `fresh`, `stale` or `unknown` (see [`crate::freshness`]), or `broken`: its log cannot be read |
 /// | changed_sources | Utf8: the sources that changed (stale) or cannot be fingerprinted (unknown), comma-separated; null when none |
 /// | error | Utf8: why a `broken` view cannot be read (`dfmv recover` rebuilds its log from its data); null otherwise |
+/// | auto_refresh | Boolean: whether `dfmv serve` refreshes it on its own; null when its log cannot be read |
+/// | target_lag | Utf8: how far behind its sources it may fall when refreshed automatically (`5 minutes`, `downstream`); null when `auto_refresh` is off |
+/// | lag | Duration(ms): how far behind its sources it is now: 0 when `fresh`, else the time since its data was computed; null when unpopulated or broken |
 ///
 /// One view whose log cannot be read is listed as `broken`; the others
 /// are listed as usual.
@@ -100,6 +104,9 @@ impl MaterializedViewsFunction {
             Field::new("freshness", DataType::Utf8, false),
             Field::new("changed_sources", DataType::Utf8, true),
             Field::new("error", DataType::Utf8, true),
+            Field::new("auto_refresh", DataType::Boolean, true),
+            Field::new("target_lag", DataType::Utf8, true),
+            Field::new("lag", DataType::Duration(TimeUnit::Millisecond), true),
         ]))
     }
 
@@ -108,6 +115,7 @@ impl MaterializedViewsFunction {
     /// read (freshness `broken`, the reason in `error`).
     pub fn batch(rows: &[Listed<'_>]) -> DFResult<RecordBatch> {
         let n = rows.len();
+        let now = chrono::Utc::now();
         let view = |i: usize| match &rows[i] {
             Listed::View { view, .. } => Some(*view),
             Listed::Broken { .. } => None,
@@ -160,6 +168,27 @@ impl MaterializedViewsFunction {
                 Listed::Broken { error, .. } => Some(error.clone()),
                 Listed::View { .. } => None,
             }),
+            Arc::new(BooleanArray::from_iter(
+                (0..n).map(|i| view(i).map(|v| v.auto_refresh.enabled)),
+            )),
+            strings(&|i| {
+                view(i)
+                    .filter(|v| v.auto_refresh.enabled)
+                    .map(|v| v.auto_refresh.lag().display())
+            }),
+            Arc::new(DurationMillisecondArray::from_iter((0..n).map(|i| {
+                let Listed::View {
+                    view, freshness, ..
+                } = &rows[i]
+                else {
+                    return None;
+                };
+                let snapshot = view.snapshot.as_ref()?;
+                Some(match freshness {
+                    Freshness::Fresh => 0,
+                    _ => (now - snapshot.refreshed_at).num_milliseconds().max(0),
+                })
+            }))),
         ];
         Ok(RecordBatch::try_new(Self::schema(), columns)?)
     }

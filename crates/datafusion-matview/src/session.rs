@@ -53,7 +53,9 @@ pub use describe::{ColumnDescription, ViewDescription};
 pub use diagnose::{MismatchedFile, is_cast_error, is_file_read_error};
 
 // One module per statement; each adds methods to `MatviewSession`.
+mod alter;
 mod api;
+pub mod auto;
 mod create;
 mod describe;
 mod diagnose;
@@ -749,6 +751,10 @@ impl MatviewSession {
                 StatementOutcome::Rows(self.explain_refresh(&refresh, &base).await?)
             }
             Statement::Drop(drop) => StatementOutcome::Dropped(self.drop_synced(&drop).await?),
+            Statement::Alter(alter) => {
+                self.alter_materialized_view(&alter).await?;
+                StatementOutcome::Rows(no_rows(&self.ctx))
+            }
             Statement::Show { like } => StatementOutcome::Shown(self.show(like.as_deref()).await?),
             Statement::Vacuum => StatementOutcome::Vacuumed(
                 self.cleanup()

@@ -12,12 +12,14 @@ use datafusion::arrow::datatypes::Schema;
 use datafusion::common::{ResolvedTableReference, TableReference};
 use serde::{Deserialize, Serialize};
 
+mod auto;
 mod fingerprint;
 mod index;
 mod layout;
 mod name;
 mod views;
 
+pub use auto::{AutoRefresh, DEFAULT_TARGET_LAG, TargetLag};
 pub use fingerprint::{FileFingerprint, Fingerprint, SourceFingerprint};
 pub use index::{
     CheckpointHeader, Index, IndexAction, IndexEntry, IndexVersion, RetiredSlot, SlotId,
@@ -240,6 +242,12 @@ pub struct ViewEntry {
     pub created_at: DateTime<Utc>,
     /// The committed data; `None` until the first refresh (`WITH NO DATA`).
     pub snapshot: Option<Snapshot>,
+    /// Whether and how `dfmv serve` refreshes it on its own (`WITH
+    /// (auto_refresh = true, target_lag = '5 minutes')`, `ALTER
+    /// MATERIALIZED VIEW ... SET`). Not part of the definition: changing it
+    /// commits a version of the view's log with the same data.
+    #[serde(default, skip_serializing_if = "AutoRefresh::is_unset")]
+    pub auto_refresh: AutoRefresh,
 }
 
 impl ViewEntry {
@@ -467,6 +475,7 @@ mod tests {
                     lineage: Some(vec!["file:///src/a.csv".into()]),
                 }],
             }),
+            auto_refresh: Default::default(),
         });
         let json = serde_json::to_string(&m).unwrap();
         let back: Manifest = serde_json::from_str(&json).unwrap();
@@ -556,6 +565,7 @@ mod tests {
                     "s1",
                     vec![file("public/v/s1/a.parquet"), file("public/v/s1/b.parquet")],
                 )),
+                auto_refresh: Default::default(),
             },
             retired: vec![],
         };

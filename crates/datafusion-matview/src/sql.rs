@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use datafusion::error::DataFusionError;
 use datafusion::sql::parser::{DFParser, DFParserBuilder, Statement as DFStatement};
 use datafusion::sql::sqlparser::ast::{
-    CreateTableOptions, Ident, ObjectName, ObjectType, Query, ShowStatementFilter,
-    ShowStatementFilterPosition, Statement as SQLStatement,
+    CreateTableOptions, Expr as SqlExpr, Ident, ObjectName, ObjectType, Query, ShowStatementFilter,
+    ShowStatementFilterPosition, SqlOption, Statement as SQLStatement, Value,
 };
 use datafusion::sql::sqlparser::dialect::{Dialect, dialect_from_str};
 use datafusion::sql::sqlparser::keywords::Keyword;
@@ -36,6 +36,23 @@ pub struct CreateMaterializedView {
     pub query: Box<Query>,
     /// `false` for `WITH NO DATA`.
     pub with_data: bool,
+    /// `WITH (name = value, ...)` before `AS`: `auto_refresh`,
+    /// `target_lag` (see [`crate::spec::AutoRefresh`]), as written.
+    pub options: Vec<(String, String)>,
+}
+
+/// `ALTER MATERIALIZED VIEW [IF EXISTS] name SET (name = value, ...)` or
+/// `... RESET (name, ...)`: the automatic-refresh settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AlterMaterializedView {
+    /// The view.
+    pub name: ObjectName,
+    /// `IF EXISTS`.
+    pub if_exists: bool,
+    /// `SET (...)`, as written.
+    pub set: Vec<(String, String)>,
+    /// `RESET (...)`.
+    pub reset: Vec<String>,
 }
 
 /// `REFRESH MATERIALIZED VIEW name [FULL | INCREMENTAL] [CASCADE]`
@@ -74,6 +91,8 @@ pub enum Statement {
     ExplainRefresh(RefreshMaterializedView),
     /// DROP MATERIALIZED VIEW
     Drop(DropMaterializedView),
+    /// ALTER MATERIALIZED VIEW ... SET / RESET
+    Alter(AlterMaterializedView),
     /// `SHOW MATERIALIZED VIEWS [LIKE 'pattern']`
     Show {
         /// The LIKE pattern.
@@ -546,6 +565,37 @@ fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> 
     {
         return Ok(Statement::Vacuum);
     }
+    if parser
+        .parser
+        .parse_keywords(&[Keyword::ALTER, Keyword::MATERIALIZED, Keyword::VIEW])
+    {
+        let if_exists = parser
+            .parser
+            .parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+        let name = parser.parser.parse_object_name(false)?;
+        let (set, reset) = if parser.parser.peek_keyword(Keyword::SET) {
+            let options = parser.parser.parse_options(Keyword::SET)?;
+            (sql_options(&options)?, vec![])
+        } else if parser.parser.parse_keyword(Keyword::RESET) {
+            parser.parser.expect_token(&Token::LParen)?;
+            let names = parser
+                .parser
+                .parse_comma_separated(|p| p.parse_identifier())?;
+            parser.parser.expect_token(&Token::RParen)?;
+            (vec![], names.into_iter().map(|i| i.value).collect())
+        } else {
+            return Err(expected(
+                parser,
+                "SET (...) or RESET (...) after ALTER MATERIALIZED VIEW name",
+            ));
+        };
+        return Ok(Statement::Alter(AlterMaterializedView {
+            name,
+            if_exists,
+            set,
+            reset,
+        }));
+    }
     if let Token::Word(w) = parser.parser.peek_token().token
         && w.keyword == Keyword::REFRESH
     {
@@ -566,8 +616,13 @@ fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> 
             if view.or_alter || view.secure || view.temporary || view.with_no_schema_binding {
                 return unsupported("this form of CREATE VIEW");
             }
-            if !matches!(view.options, CreateTableOptions::None) || !view.cluster_by.is_empty() {
-                return unsupported("WITH (...) options");
+            let options = match &view.options {
+                CreateTableOptions::None => vec![],
+                CreateTableOptions::With(options) => sql_options(options)?,
+                _ => return unsupported("these options"),
+            };
+            if !view.cluster_by.is_empty() {
+                return unsupported("CLUSTER BY");
             }
             if view.to.is_some()
                 || view.comment.is_some()
@@ -590,6 +645,7 @@ fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> 
                 columns: view.columns.iter().map(|c| c.name.clone()).collect(),
                 query: view.query.clone(),
                 with_data,
+                options,
             }))
         }
         SQLStatement::Drop {
@@ -632,6 +688,32 @@ fn parse_statement(parser: &mut DFParser, with_data: bool) -> Result<Statement> 
         }
         _ => Ok(Statement::DataFusion(Box::new(statement))),
     }
+}
+
+/// `name = value` options as written: a value is a string, a number, a
+/// boolean or a word.
+fn sql_options(options: &[SqlOption]) -> Result<Vec<(String, String)>> {
+    options
+        .iter()
+        .map(|option| match option {
+            SqlOption::KeyValue { key, value } => {
+                let text = match value {
+                    SqlExpr::Value(v) => match &v.value {
+                        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+                        Value::Number(n, _) => n.to_string(),
+                        Value::Boolean(b) => b.to_string(),
+                        other => other.to_string(),
+                    },
+                    SqlExpr::Identifier(ident) => ident.value.clone(),
+                    other => other.to_string(),
+                };
+                Ok((key.value.clone(), text))
+            }
+            other => Err(Error::NotSupported(format!(
+                "option {other} is not supported for materialized views: use name = value"
+            ))),
+        })
+        .collect()
 }
 
 /// The catalog and schema unqualified names mean in `ctx` now

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use datafusion_matview::MatviewSession;
+use datafusion_matview::session::auto::AutoRefreshOptions;
 use datafusion_matview::sql::Statement;
 use datafusion_matview_server::{Prepare, Server, ServerOptions};
 
@@ -70,6 +71,13 @@ pub struct ServeArgs {
     /// Open Flight SQL tickets and prepared statements in all (each).
     #[arg(long, default_value_t = 1024)]
     max_handles: usize,
+    /// Do not refresh views whose settings say auto_refresh = true.
+    #[arg(long)]
+    no_auto_refresh: bool,
+    /// Seconds between the automatic-refresh scheduler's looks at the
+    /// catalog.
+    #[arg(long, default_value_t = 1.0)]
+    auto_refresh_tick: f64,
 }
 
 impl ServeArgs {
@@ -127,6 +135,10 @@ pub async fn serve(session: MatviewSession, args: &ServeArgs, quiet: bool) -> Re
         max_result_bytes: args.max_result_bytes,
         max_handles_per_client: args.max_handles_per_client,
         max_handles: args.max_handles,
+        auto_refresh: (!args.no_auto_refresh).then(|| AutoRefreshOptions {
+            tick: Duration::from_secs_f64(args.auto_refresh_tick.max(0.05)),
+            ..Default::default()
+        }),
     };
     let location = session.catalog().location().to_string();
     let server = Server::bind_with(session, options, Some(Arc::new(Stores))).await?;

@@ -648,6 +648,7 @@ fn test_view(name: &str, snapshot: &str) -> ViewEntry {
         }),
         name,
         dir,
+        auto_refresh: Default::default(),
     }
 }
 

@@ -20,6 +20,9 @@ pub struct CreateOptions {
     pub columns: Vec<String>,
     /// `false` for `WITH NO DATA`: store the definition only.
     pub with_data: bool,
+    /// `WITH (name = value, ...)`: `auto_refresh`, `target_lag` (see
+    /// [`crate::spec::AutoRefresh`]).
+    pub options: Vec<(String, String)>,
 }
 
 impl Default for CreateOptions {
@@ -30,6 +33,7 @@ impl Default for CreateOptions {
             if_not_exists: false,
             columns: vec![],
             with_data: true,
+            options: vec![],
         }
     }
 }
@@ -104,6 +108,7 @@ impl MatviewSession {
                 .collect(),
             query: self.parse_query(query)?,
             with_data: options.with_data,
+            options: options.options.clone(),
         })
     }
 

@@ -255,6 +255,10 @@ impl MatviewSession {
     /// plan, and the new definition.
     async fn prepare_create(&self, create: &CreateMaterializedView) -> Result<Prepared> {
         let name = self.resolve(&create.name)?;
+        let mut auto_refresh = crate::spec::AutoRefresh::default();
+        auto_refresh
+            .set(&create.options)
+            .map_err(Error::InvalidOption)?;
         let display = self.display(&name);
         // The query is planned over the files there now.
         crate::refresh::plan::forget_listings(&self.ctx.state());
@@ -362,6 +366,7 @@ impl MatviewSession {
             },
             created_at: chrono::Utc::now(),
             snapshot: None,
+            auto_refresh,
         };
         Ok(Prepared::Ready(Box::new(ReadyCreate {
             name,
