@@ -429,27 +429,30 @@ fn bench_history_cost(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     let with = open("history-on-catalog", 100);
     let without = open("history-off-catalog", 0);
     let appended = std::cell::Cell::new(0);
+    // One timed refresh after a 1% append, from a view up to date.
+    let timed_once = |total: &mut Duration, s: &MatviewSession| {
+        fixture.remove_appended(appended.get());
+        rt.block_on(async {
+            s.sql("REFRESH MATERIALIZED VIEW filtered FULL")
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap()
+        });
+        appended.set(appended.get() + 1);
+        fixture.append_one_percent(appended.get());
+        let sql = "REFRESH MATERIALIZED VIEW filtered";
+        let start = Instant::now();
+        let result = rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
+        *total += start.elapsed();
+        assert_mode(&result, sql, "incremental");
+    };
     let timed = |b: &mut criterion::Bencher, s: &MatviewSession| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                fixture.remove_appended(appended.get());
-                rt.block_on(async {
-                    s.sql("REFRESH MATERIALIZED VIEW filtered FULL")
-                        .await
-                        .unwrap()
-                        .collect()
-                        .await
-                        .unwrap()
-                });
-                appended.set(appended.get() + 1);
-                fixture.append_one_percent(appended.get());
-                let sql = "REFRESH MATERIALIZED VIEW filtered";
-                let start = Instant::now();
-                let result =
-                    rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
-                total += start.elapsed();
-                assert_mode(&result, sql, "incremental");
+                timed_once(&mut total, s);
             }
             total
         })
@@ -460,6 +463,30 @@ fn bench_history_cost(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     group.bench_function("with_history", |b| timed(b, &with));
     group.bench_function("without_history", |b| timed(b, &without));
     group.finish();
+    // Criterion times the two one after the other, so drift between them
+    // (the source's files, the page cache) counts as their difference;
+    // the same measurement interleaved, one of each per round, says how
+    // much of that is the history.
+    let rounds = env_usize("DFMV_BENCH_HISTORY_ROUNDS", 20);
+    let mut times: [Vec<Duration>; 2] = [vec![], vec![]];
+    for _ in 0..rounds {
+        for (i, s) in [&with, &without].into_iter().enumerate() {
+            let mut one = Duration::ZERO;
+            timed_once(&mut one, s);
+            times[i].push(one);
+        }
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (on, off) = (median(&mut times[0]), median(&mut times[1]));
+    println!(
+        "history_cost interleaved, {rounds} rounds: median {:.2} ms with the history vs {:.2} ms without, ratio {:.3}",
+        on.as_secs_f64() * 1e3,
+        off.as_secs_f64() * 1e3,
+        on.as_secs_f64() / off.as_secs_f64()
+    );
     fixture.remove_appended(appended.get());
     // The history recorded every timed attempt (and the untimed ones).
     let recorded = rt.block_on(with.refresh_history(None)).unwrap();

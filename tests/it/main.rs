@@ -7,6 +7,7 @@
 //! binaries of their own.
 
 mod api;
+mod auto;
 mod catalog;
 mod common;
 mod correctness;

@@ -322,3 +322,24 @@ async fn changes_take_each_version_to_the_next() {
         }
     }
 }
+
+/// Planned on the session's `SessionContext` directly, on a
+/// single-threaded runtime, the functions refuse with a clear error
+/// instead of stalling the runtime their reads may wait for; through the
+/// session the same statement works.
+#[tokio::test]
+async fn outside_the_session_a_single_threaded_runtime_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = open(&dir.path().join("cat"), Duration::from_secs(3600)).await;
+    s.sql("CREATE TABLE t AS VALUES (1)").await.unwrap();
+    s.sql("CREATE MATERIALIZED VIEW v AS SELECT column1 AS x FROM t")
+        .await
+        .unwrap();
+    let sql = "SELECT x FROM materialized_view_at('v', 1)";
+    let error = s.context().sql(sql).await.unwrap_err().to_string();
+    assert!(
+        error.contains("need a multi-threaded Tokio runtime"),
+        "{error}"
+    );
+    assert_eq!(multiset(&s, sql).await, BTreeMap::from([("1".into(), 1)]));
+}

@@ -78,7 +78,10 @@ impl TableFunctionImpl for MaterializedViewAtFunction {
         let (name, display) = view_argument(&args, AT_FUNCTION)?;
         let version = version_argument(&exprs[1], AT_FUNCTION, "version")?;
         let catalog = &self.catalog;
-        let state = wait(catalog, read_at(catalog, &name, &display, version))?;
+        let state = match prepared_at(&(name.clone(), version)) {
+            Some(state) => state,
+            None => wait(catalog, read_at(catalog, &name, &display, version))?,
+        };
         Ok(Arc::new(MaterializedViewTable::at(
             Arc::clone(catalog),
             state,
@@ -118,7 +121,10 @@ impl TableFunctionImpl for MaterializedViewChangesFunction {
             None => None,
         };
         let catalog = &self.catalog;
-        let steps = wait(catalog, steps_between(catalog, &name, &display, from, to))?;
+        let steps = match prepared_changes(&(name.clone(), from, to)) {
+            Some(steps) => steps,
+            None => wait(catalog, steps_between(catalog, &name, &display, from, to))?,
+        };
         let plan = changes_plan(catalog, &steps)?;
         Ok(Arc::new(datafusion::catalog::view::ViewTable::new(
             plan, None,
@@ -127,12 +133,178 @@ impl TableFunctionImpl for MaterializedViewChangesFunction {
 }
 
 /// Waits for `read` from a table function's (synchronous) planning.
+///
+/// A statement run by [`crate::MatviewSession`] never gets here: it reads
+/// the versions its calls name before planning ([`prepare`]). Otherwise
+/// (a plan made on the session's `SessionContext` directly) this waits in
+/// `block_in_place` on a multi-threaded Tokio runtime; on any other it
+/// refuses, since the reads may wait for tasks of the very runtime it
+/// would block.
 fn wait<T: Send>(
-    catalog: &Catalog,
+    _catalog: &Catalog,
     read: impl std::future::Future<Output = Result<T>> + Send,
 ) -> Result<T> {
-    wait_for(catalog.is_local(), read, "a materialized view's versions")
-        .map_err(Error::NotSupported)?
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            wait_for(false, read, "a materialized view's versions").map_err(Error::NotSupported)?
+        }
+        _ => Err(Error::NotSupported(format!(
+            "{AT_FUNCTION}() and {CHANGES_FUNCTION}() are read before planning by MatviewSession::sql; planned elsewhere they need a multi-threaded Tokio runtime"
+        ))),
+    }
+}
+
+tokio::task_local! {
+    /// What the statement being planned reads with the functions, read
+    /// beforehand (see [`prepare`]).
+    static PREPARED: Arc<Prepared>;
+}
+
+/// A call of [`CHANGES_FUNCTION`]: the view, from and to.
+type ChangesCall = (QualifiedName, u64, Option<u64>);
+
+/// The view's columns and what each version of a range changed.
+type Changes = (SchemaRef, Vec<Step>);
+
+/// The versions and changes one statement's calls read, by call.
+#[derive(Debug, Default)]
+pub(crate) struct Prepared {
+    at: std::sync::Mutex<std::collections::HashMap<(QualifiedName, u64), Arc<ViewVersion>>>,
+    changes: std::sync::Mutex<std::collections::HashMap<ChangesCall, Changes>>,
+}
+
+/// Reads what the calls of [`AT_FUNCTION`] and [`CHANGES_FUNCTION`] in
+/// `statement` name (their arguments as literals; `catalog` and `schema`
+/// resolve names), so that planning, which is synchronous, finds it
+/// ([`with_prepared`]). A version that cannot be read fails here, as
+/// planning would.
+pub(crate) async fn prepare(
+    catalog: &Catalog,
+    statement: &datafusion::sql::parser::Statement,
+    (default_catalog, default_schema): (&str, &str),
+) -> Result<Arc<Prepared>> {
+    use datafusion::sql::parser::{CopyToSource, Statement as DFStatement};
+    use datafusion::sql::sqlparser::ast::Visit;
+    struct Calls(Vec<(String, String, Vec<u64>)>);
+    impl datafusion::sql::sqlparser::ast::Visitor for Calls {
+        type Break = ();
+        fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+            if let TableFactor::Table {
+                name,
+                args: Some(args),
+                ..
+            } = factor
+            {
+                let function = name.to_string().to_ascii_lowercase();
+                if function != AT_FUNCTION && function != CHANGES_FUNCTION {
+                    return ControlFlow::Continue(());
+                }
+                let literal = |arg: &FunctionArg| match arg {
+                    FunctionArg::Unnamed(FunctionArgExpr::Expr(sql::Expr::Value(v))) => {
+                        Some(v.value.clone())
+                    }
+                    _ => None,
+                };
+                let mut values = args.args.iter().map(literal);
+                let Some(Some(
+                    sql::Value::SingleQuotedString(view) | sql::Value::DoubleQuotedString(view),
+                )) = values.next()
+                else {
+                    return ControlFlow::Continue(());
+                };
+                let numbers: Option<Vec<u64>> = values
+                    .map(|v| match v {
+                        Some(sql::Value::Number(n, _)) => n.parse().ok(),
+                        _ => None,
+                    })
+                    .collect();
+                if let Some(numbers) = numbers {
+                    self.0.push((function, view, numbers));
+                }
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut calls = Calls(vec![]);
+    let mut pending = vec![statement];
+    while let Some(next) = pending.pop() {
+        match next {
+            DFStatement::Statement(inner) => {
+                let _ = inner.visit(&mut calls);
+            }
+            DFStatement::Explain(explain) => pending.push(explain.statement.as_ref()),
+            DFStatement::CopyTo(copy) => {
+                if let CopyToSource::Query(query) = &copy.source {
+                    let _ = query.visit(&mut calls);
+                }
+            }
+            _ => {}
+        }
+    }
+    let prepared = Arc::new(Prepared::default());
+    for (function, text, numbers) in calls.0 {
+        let name = QualifiedName::from(
+            TableReference::parse_str(&text).resolve(default_catalog, default_schema),
+        );
+        match (function.as_str(), numbers.as_slice()) {
+            (AT_FUNCTION, [version]) if *version > 0 => {
+                let state = read_at(catalog, &name, &text, *version).await?;
+                prepared
+                    .at
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((name, *version), state);
+            }
+            (CHANGES_FUNCTION, [from, rest @ ..]) if rest.len() <= 1 && *from > 0 => {
+                let to = rest.first().copied();
+                let steps = steps_between(catalog, &name, &text, *from, to).await?;
+                prepared
+                    .changes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert((name, *from, to), steps);
+            }
+            // Planning says what is wrong with the arguments.
+            _ => {}
+        }
+    }
+    Ok(prepared)
+}
+
+/// Runs `planning` with `prepared` in reach of the functions.
+pub(crate) async fn with_prepared<F: std::future::Future>(
+    prepared: Arc<Prepared>,
+    planning: F,
+) -> F::Output {
+    PREPARED.scope(prepared, planning).await
+}
+
+/// What [`prepare`] read for `key`, when planning runs under it.
+fn prepared_at(key: &(QualifiedName, u64)) -> Option<Arc<ViewVersion>> {
+    PREPARED
+        .try_with(|p| {
+            p.at.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key)
+                .cloned()
+        })
+        .ok()
+        .flatten()
+}
+
+/// What [`prepare`] read for `key`, when planning runs under it.
+fn prepared_changes(key: &ChangesCall) -> Option<Changes> {
+    PREPARED
+        .try_with(|p| {
+            p.changes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(key)
+                .cloned()
+        })
+        .ok()
+        .flatten()
 }
 
 /// The view a function's first argument names (a string, resolved as a
@@ -221,7 +393,7 @@ async fn not_retained<T>(catalog: &Catalog, name: &QualifiedName, read: Result<T
 }
 
 /// What one version changed against the one before it.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Step {
     /// The version that made the change.
     version: u64,
@@ -455,8 +627,8 @@ pub(crate) fn rewrite_version_clauses<V: VisitMut>(statement: &mut V) -> Result<
     }
 }
 
-/// Whether `query` reads [`CHANGES_FUNCTION`] anywhere.
-pub(crate) fn reads_changes<V: VisitMut>(query: &mut V) -> bool {
+/// Whether `query` calls [`AT_FUNCTION`] or [`CHANGES_FUNCTION`] anywhere.
+pub(crate) fn reads_versions<V: VisitMut>(query: &mut V) -> bool {
     struct Finder;
     impl VisitorMut for Finder {
         type Break = ();
@@ -466,7 +638,9 @@ pub(crate) fn reads_changes<V: VisitMut>(query: &mut V) -> bool {
                     name,
                     args: Some(_),
                     ..
-                } if name.to_string().eq_ignore_ascii_case(CHANGES_FUNCTION) => {
+                } if name.to_string().eq_ignore_ascii_case(CHANGES_FUNCTION)
+                    || name.to_string().eq_ignore_ascii_case(AT_FUNCTION) =>
+                {
                     ControlFlow::Break(())
                 }
                 _ => ControlFlow::Continue(()),

@@ -87,8 +87,23 @@ pub fn parse_size(size: &str, label: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{label} '{size}' is too large"))
 }
 
+/// A view's lag in words: `none`, `less than a minute`, `5 minutes`,
+/// `2 hours`, `3 days`.
+pub fn human_lag(ms: i64) -> String {
+    let minutes = ms / 60_000;
+    let (n, unit) = match minutes {
+        _ if ms <= 0 => return "none".to_owned(),
+        0 => return "less than a minute".to_owned(),
+        m if m < 60 => (m, "minute"),
+        m if m < 24 * 60 => (m / 60, "hour"),
+        m => (m / (24 * 60), "day"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
 /// The rows of `SHOW MATERIALIZED VIEWS` for people: `size_bytes` becomes
-/// `size` (`3.7 KiB`), timestamps become `2026-12-02 10:03:18 UTC`.
+/// `size` (`3.7 KiB`), timestamps become `2026-12-02 10:03:18 UTC`, the
+/// lag words (`none`, `less than a minute`, `5 minutes`).
 pub fn humanize_show(batches: &[RecordBatch]) -> Result<(Arc<Schema>, Vec<RecordBatch>)> {
     let Some(first) = batches.first() else {
         return Ok((Arc::new(Schema::empty()), vec![]));
@@ -99,7 +114,8 @@ pub fn humanize_show(batches: &[RecordBatch]) -> Result<(Arc<Schema>, Vec<Record
     for field in schema.fields() {
         fields.push(match (field.name().as_str(), field.data_type()) {
             ("size_bytes", DataType::Int64) => Field::new("size", DataType::Utf8, true),
-            (_, DataType::Timestamp(TimeUnit::Microsecond, _)) => {
+            (_, DataType::Timestamp(TimeUnit::Microsecond, _))
+            | ("lag", DataType::Duration(TimeUnit::Millisecond)) => {
                 Field::new(field.name(), DataType::Utf8, true)
             }
             _ => field.as_ref().clone(),
@@ -126,6 +142,13 @@ pub fn humanize_show(batches: &[RecordBatch]) -> Result<(Arc<Schema>, Vec<Record
                             .flatten()
                             .map(human_time)
                     })))
+                }
+                ("lag", DataType::Duration(TimeUnit::Millisecond)) => {
+                    let lags = column
+                        .as_primitive::<datafusion::arrow::datatypes::DurationMillisecondType>();
+                    Arc::new(StringArray::from_iter(
+                        (0..lags.len()).map(|i| lags.is_valid(i).then(|| human_lag(lags.value(i)))),
+                    ))
                 }
                 _ => Arc::clone(column),
             });

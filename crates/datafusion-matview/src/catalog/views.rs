@@ -59,6 +59,16 @@ impl ViewLog {
     }
 }
 
+/// The data files of `state`'s current snapshot.
+fn current_files(state: &ViewVersion) -> BTreeSet<&str> {
+    state
+        .view
+        .snapshot
+        .iter()
+        .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
+        .collect()
+}
+
 pub(super) fn parse_view_version(path: &str, bytes: &[u8], expected: u64) -> Result<ViewVersion> {
     let corrupt = |reason: String| Error::CorruptManifest {
         path: path.to_string(),
@@ -316,12 +326,7 @@ impl Catalog {
             version,
             reason,
         };
-        let current: BTreeSet<&str> = latest
-            .view
-            .snapshot
-            .iter()
-            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
-            .collect();
+        let current = current_files(latest);
         let now = Utc::now();
         let mut older = vec![];
         for path in paths.iter().filter(|p| !current.contains(**p)) {
@@ -403,12 +408,7 @@ impl Catalog {
             .try_collect()
             .await?;
         states.push(Arc::clone(&latest));
-        let current: BTreeSet<&str> = latest
-            .view
-            .snapshot
-            .iter()
-            .flat_map(|s| s.files.iter().map(|f| f.path.as_str()))
-            .collect();
+        let current = current_files(&latest);
         let now = Utc::now();
         Ok(states
             .iter()

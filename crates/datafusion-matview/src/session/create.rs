@@ -300,9 +300,10 @@ impl MatviewSession {
         let state = state_for(self.ctx.state(), &default_catalog, &default_schema);
         let mut query = create.query.clone();
         crate::versioned::rewrite_version_clauses(query.as_mut())?;
-        if crate::versioned::reads_changes(query.as_mut()) {
+        if crate::versioned::reads_versions(query.as_mut()) {
             return Err(Error::NotSupported(format!(
-                "a materialized view cannot be defined over {}(): what it returns changes with every refresh of the view it reads, which freshness does not follow",
+                "a materialized view cannot be defined over {}() or {}(): they read other views' versions, which freshness does not follow",
+                crate::versioned::AT_FUNCTION,
                 crate::versioned::CHANGES_FUNCTION
             )));
         }

@@ -276,11 +276,20 @@ impl MatviewSession {
             Some(name) => self.created_under().get(&self.resolve(name)?).cloned(),
             None => None,
         };
-        let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(statement.clone())
-            .await?;
+        // What the version functions read, read now: planning is
+        // synchronous.
+        let (default_catalog, default_schema) = self.defaults();
+        let prepared = crate::versioned::prepare(
+            &self.catalog,
+            &statement,
+            (&default_catalog, &default_schema),
+        )
+        .await?;
+        let plan = crate::versioned::with_prepared(
+            prepared,
+            self.ctx.state().statement_to_plan(statement.clone()),
+        )
+        .await?;
         // DDL (CREATE VIEW over an unpopulated view) and EXPLAIN do not read
         // data; EXPLAIN ANALYZE fails when its scan runs.
         if !matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Explain(_)) {
