@@ -129,6 +129,41 @@ fn assert_mode(result: &[RecordBatch], sql: &str, expected: &str) {
     );
 }
 
+/// Times one REFRESH statement `sql` (`REFRESH MATERIALIZED VIEW v ...`)
+/// in `s` and checks it ran `mode`. With `append`, the view first starts
+/// from its source without what the previous round appended (an untimed
+/// full refresh), then 1% more is appended (untimed): the timed refresh
+/// sees exactly one new file. `appended` counts the rounds.
+fn timed_refresh(
+    rt: &Runtime,
+    fixture: &Fixture,
+    appended: &std::cell::Cell<usize>,
+    s: &MatviewSession,
+    sql: &str,
+    append: bool,
+    mode: &str,
+) -> Duration {
+    if append {
+        fixture.remove_appended(appended.get());
+        let view = sql.split_whitespace().nth(3).unwrap();
+        rt.block_on(async {
+            s.sql(&format!("REFRESH MATERIALIZED VIEW {view} FULL"))
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap()
+        });
+        appended.set(appended.get() + 1);
+        fixture.append_one_percent(appended.get());
+    }
+    let start = Instant::now();
+    let result = rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
+    let elapsed = start.elapsed();
+    assert_mode(&result, sql, mode);
+    elapsed
+}
+
 /// Full REFRESH of a view of `query` vs `COPY (query) TO`, in the group
 /// `refresh_{rows}_rows` (the filter view) or `refresh_{rows}_rows_{label}`.
 fn bench_refresh(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, query: &str, label: &str) {
@@ -299,33 +334,11 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
         s
     });
     let appended = std::cell::Cell::new(0);
-    // Each iteration starts from a view that is up to date with the
-    // source, then appends 1% (untimed) and times the refresh.
-    let timed_refresh = |b: &mut criterion::Bencher, sql: &str, append: bool, mode: &str| {
+    let bench = |b: &mut criterion::Bencher, sql: &str, append: bool, mode: &str| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                if append {
-                    fixture.remove_appended(appended.get());
-                    let view = sql.split_whitespace().nth(3).unwrap();
-                    rt.block_on(async {
-                        s.sql(&format!("REFRESH MATERIALIZED VIEW {view} FULL"))
-                            .await
-                            .unwrap()
-                            .collect()
-                            .await
-                            .unwrap()
-                    });
-                    appended.set(appended.get() + 1);
-                    fixture.append_one_percent(appended.get());
-                }
-                let start = Instant::now();
-                let result =
-                    rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
-                total += start.elapsed();
-                assert_mode(&result, sql, mode);
-            }
-            total
+            (0..iters)
+                .map(|_| timed_refresh(rt, fixture, &appended, &s, sql, append, mode))
+                .sum()
         })
     };
     for view in ["filtered", "grouped", "grouped_by_name"] {
@@ -335,9 +348,9 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
         let refresh = format!("REFRESH MATERIALIZED VIEW {view}");
         let full = format!("{refresh} FULL");
         group.bench_function("matview_refresh", |b| {
-            timed_refresh(b, &refresh, true, "incremental")
+            bench(b, &refresh, true, "incremental")
         });
-        group.bench_function("full_refresh", |b| timed_refresh(b, &full, true, "full"));
+        group.bench_function("full_refresh", |b| bench(b, &full, true, "full"));
         group.finish();
     }
     fixture.remove_appended(appended.get());
@@ -353,10 +366,10 @@ fn bench_after_append(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     group.sample_size(10);
     group.warm_up_time(Duration::from_secs(1));
     group.bench_function("matview_refresh", |b| {
-        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered", false, "no_op")
+        bench(b, "REFRESH MATERIALIZED VIEW filtered", false, "no_op")
     });
     group.bench_function("full_refresh", |b| {
-        timed_refresh(b, "REFRESH MATERIALIZED VIEW filtered FULL", false, "full")
+        bench(b, "REFRESH MATERIALIZED VIEW filtered FULL", false, "full")
     });
     group.finish();
 
@@ -429,33 +442,11 @@ fn bench_history_cost(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     let with = open("history-on-catalog", 100);
     let without = open("history-off-catalog", 0);
     let appended = std::cell::Cell::new(0);
-    // One timed refresh after a 1% append, from a view up to date.
-    let timed_once = |total: &mut Duration, s: &MatviewSession| {
-        fixture.remove_appended(appended.get());
-        rt.block_on(async {
-            s.sql("REFRESH MATERIALIZED VIEW filtered FULL")
-                .await
-                .unwrap()
-                .collect()
-                .await
-                .unwrap()
-        });
-        appended.set(appended.get() + 1);
-        fixture.append_one_percent(appended.get());
-        let sql = "REFRESH MATERIALIZED VIEW filtered";
-        let start = Instant::now();
-        let result = rt.block_on(async { s.sql(sql).await.unwrap().collect().await.unwrap() });
-        *total += start.elapsed();
-        assert_mode(&result, sql, "incremental");
-    };
+    let sql = "REFRESH MATERIALIZED VIEW filtered";
+    let timed_once =
+        |s: &MatviewSession| timed_refresh(rt, fixture, &appended, s, sql, true, "incremental");
     let timed = |b: &mut criterion::Bencher, s: &MatviewSession| {
-        b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                timed_once(&mut total, s);
-            }
-            total
-        })
+        b.iter_custom(|iters| (0..iters).map(|_| timed_once(s)).sum())
     };
     let mut group = c.benchmark_group("history_cost");
     group.sample_size(20);
@@ -471,9 +462,7 @@ fn bench_history_cost(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     let mut times: [Vec<Duration>; 2] = [vec![], vec![]];
     for _ in 0..rounds {
         for (i, s) in [&with, &without].into_iter().enumerate() {
-            let mut one = Duration::ZERO;
-            timed_once(&mut one, s);
-            times[i].push(one);
+            times[i].push(timed_once(s));
         }
     }
     let median = |v: &mut Vec<Duration>| {
