@@ -80,7 +80,7 @@ impl TableFunctionImpl for MaterializedViewAtFunction {
         let catalog = &self.catalog;
         let state = match prepared_at(&(name.clone(), version)) {
             Some(state) => state,
-            None => wait(catalog, read_at(catalog, &name, &display, version))?,
+            None => wait(read_at(catalog, &name, &display, version))?,
         };
         Ok(Arc::new(MaterializedViewTable::at(
             Arc::clone(catalog),
@@ -123,7 +123,7 @@ impl TableFunctionImpl for MaterializedViewChangesFunction {
         let catalog = &self.catalog;
         let steps = match prepared_changes(&(name.clone(), from, to)) {
             Some(steps) => steps,
-            None => wait(catalog, steps_between(catalog, &name, &display, from, to))?,
+            None => wait(steps_between(catalog, &name, &display, from, to))?,
         };
         let plan = changes_plan(catalog, &steps)?;
         Ok(Arc::new(datafusion::catalog::view::ViewTable::new(
@@ -140,19 +140,13 @@ impl TableFunctionImpl for MaterializedViewChangesFunction {
 /// `block_in_place` on a multi-threaded Tokio runtime; on any other it
 /// refuses, since the reads may wait for tasks of the very runtime it
 /// would block.
-fn wait<T: Send>(
-    _catalog: &Catalog,
-    read: impl std::future::Future<Output = Result<T>> + Send,
-) -> Result<T> {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            wait_for(false, read, "a materialized view's versions").map_err(Error::NotSupported)?
-        }
-        _ => Err(Error::NotSupported(format!(
+fn wait<T: Send>(read: impl std::future::Future<Output = Result<T>> + Send) -> Result<T> {
+    // Not a local store's thread of its own: that would block this runtime.
+    wait_for(false, read, "a materialized view's versions").map_err(|_| {
+        Error::NotSupported(format!(
             "{AT_FUNCTION}() and {CHANGES_FUNCTION}() are read before planning by MatviewSession::sql; planned elsewhere they need a multi-threaded Tokio runtime"
-        ))),
-    }
+        ))
+    })?
 }
 
 tokio::task_local! {
