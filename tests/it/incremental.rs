@@ -180,23 +180,23 @@ fn from_scratch(view: &str, definitions: Definitions) -> String {
     }
 }
 
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
 
 /// Rows as text, sorted by their text with floating-point values rounded
 /// to 6 decimals; each row keeps its exact cells for [`same_rows`].
-fn multiset(batches: &[RecordBatch]) -> Vec<(String, Vec<String>)> {
+pub(crate) fn multiset(batches: &[RecordBatch]) -> Vec<(String, Vec<String>)> {
     let options = FormatOptions::default().with_null("NULL");
     let mut rows = vec![];
     for batch in batches {
@@ -227,7 +227,7 @@ fn multiset(batches: &[RecordBatch]) -> Vec<(String, Vec<String>)> {
 /// Whether two multisets hold the same rows, floating-point values equal
 /// within a relative 1e-9 (sums and averages may be added up in another
 /// order, so their last bits differ).
-fn same_rows(a: &[(String, Vec<String>)], b: &[(String, Vec<String>)]) -> bool {
+pub(crate) fn same_rows(a: &[(String, Vec<String>)], b: &[(String, Vec<String>)]) -> bool {
     let same_cell = |x: &String, y: &String| match (x.parse::<f64>(), y.parse::<f64>()) {
         (Ok(x), Ok(y)) => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0),
         _ => x == y,
@@ -238,7 +238,7 @@ fn same_rows(a: &[(String, Vec<String>)], b: &[(String, Vec<String>)]) -> bool {
         })
 }
 
-fn csv(rng: &mut Rng, first_id: u64, rows: u64) -> String {
+pub(crate) fn csv(rng: &mut Rng, first_id: u64, rows: u64) -> String {
     let mut text = String::from("id,grp,val,tags\n");
     for id in first_id..first_id + rows {
         let tags: Vec<String> = (0..rng.below(3) + 1)

@@ -20,6 +20,7 @@ mod incremental;
 mod migration;
 mod model;
 mod reliability;
+mod rewrite;
 mod server;
 mod statement_splitting;
 mod upstream_slt;

@@ -38,6 +38,7 @@ pub mod functions;
 pub mod history;
 mod refresh;
 mod resolve;
+pub mod rewrite;
 pub mod schema;
 pub mod session;
 pub mod spec;

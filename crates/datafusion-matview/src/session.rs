@@ -65,6 +65,7 @@ mod names;
 mod rebind;
 mod refresh;
 mod relations;
+mod rewrite;
 pub(crate) use relations::{build_relation, resolved_table};
 
 use guard::{check_name, not_reproducible};
@@ -458,6 +459,8 @@ pub struct MatviewSession {
     family: crate::schema::Family,
     /// Where refresh attempts are recorded.
     history: Arc<crate::history::History>,
+    /// The shapes of views' definitions, for the rewrite.
+    shapes: rewrite::Shapes,
 }
 
 /// What the session last brought up to the catalog's index.
@@ -537,6 +540,7 @@ impl MatviewSession {
             options.history_per_view,
             options.actor.as_deref(),
         ));
+        install_rewrite(&ctx);
         let family = crate::schema::Family::of(&ctx);
         let session = Self {
             ctx,
@@ -547,6 +551,7 @@ impl MatviewSession {
             views_created_under,
             family,
             history,
+            shapes: Arc::default(),
         };
         // Remembered relations are built where they are first used.
         session.sync().await?;
@@ -645,6 +650,7 @@ impl MatviewSession {
             views_created_under: Arc::clone(&self.views_created_under),
             family: self.family.clone(),
             history: Arc::clone(&self.history),
+            shapes: Arc::clone(&self.shapes),
         }
     }
 
@@ -804,6 +810,36 @@ impl MatviewSession {
             col("table_name").sort(true, false),
         ])?)
     }
+}
+
+/// Gives `ctx` the rewrite's settings (`matview.*`) and a query planner
+/// that plans around its `EXPLAIN` marks (see [`crate::rewrite`]), unless
+/// it has them.
+fn install_rewrite(ctx: &SessionContext) {
+    let state_ref = ctx.state_ref();
+    let mut state = state_ref.write();
+    if state
+        .config()
+        .options()
+        .extensions
+        .get::<crate::rewrite::MatviewConfig>()
+        .is_some()
+    {
+        return;
+    }
+    let session_id = state.session_id().to_owned();
+    let planner = Arc::new(crate::rewrite::Planner {
+        inner: Arc::clone(state.query_planner()),
+    });
+    let mut next = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
+        .with_session_id(session_id)
+        .with_query_planner(planner)
+        .build();
+    next.config_mut()
+        .options_mut()
+        .extensions
+        .insert(crate::rewrite::MatviewConfig::default());
+    *state = next;
 }
 
 fn resolve_location(ctx: &SessionContext, location: &str) -> Result<(ObjectStoreUrl, Path)> {

@@ -19,7 +19,7 @@ mod layout;
 mod name;
 mod views;
 
-pub use auto::{AutoRefresh, DEFAULT_TARGET_LAG, TargetLag};
+pub use auto::{AutoRefresh, DEFAULT_TARGET_LAG, TargetLag, display_seconds, parse_seconds};
 pub use fingerprint::{FileFingerprint, Fingerprint, SourceFingerprint};
 pub use index::{
     CheckpointHeader, Index, IndexAction, IndexEntry, IndexVersion, RetiredSlot, SlotId,

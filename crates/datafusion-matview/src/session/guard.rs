@@ -295,6 +295,13 @@ impl MatviewSession {
         if !matches!(plan, LogicalPlan::Ddl(_) | LogicalPlan::Explain(_)) {
             self.check_populated(&plan).await?;
         }
+        if let LogicalPlan::Statement(datafusion::logical_expr::Statement::ResetVariable(reset)) =
+            &plan
+            && self.reset_matview_setting(&reset.variable)?
+        {
+            return Ok(no_rows(&self.ctx));
+        }
+        let plan = self.answer_from_views(plan).await?;
         let df = self.ctx.execute_logical_plan(plan).await?;
         if let DFStatement::Statement(inner) = &statement
             && let SQLStatement::CreateView(view) = inner.as_ref()

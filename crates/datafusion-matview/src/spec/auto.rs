@@ -1,6 +1,6 @@
-//! A view's automatic-refresh settings: `WITH (auto_refresh = true,
-//! target_lag = '5 minutes')` on CREATE, `ALTER MATERIALIZED VIEW ... SET
-//! (...)` / `RESET (...)` later.
+//! A view's settings: automatic refresh (`WITH (auto_refresh = true,
+//! target_lag = '5 minutes')`) and query rewrite (`rewrite = false`), on CREATE;
+//! `ALTER MATERIALIZED VIEW ... SET (...)` / `RESET (...)` later.
 
 use std::time::Duration;
 
@@ -18,6 +18,10 @@ pub struct AutoRefresh {
     /// `target_lag`; `None`: [`DEFAULT_TARGET_LAG`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_lag: Option<TargetLag>,
+    /// `rewrite = false`: queries over the view's sources are never
+    /// answered from it (see [`crate::rewrite`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_rewrite: bool,
 }
 
 impl AutoRefresh {
@@ -39,6 +43,7 @@ impl AutoRefresh {
             match name.to_ascii_lowercase().as_str() {
                 "auto_refresh" => self.enabled = parse_bool(name, value)?,
                 "target_lag" => self.target_lag = Some(TargetLag::parse(value)?),
+                "rewrite" => self.no_rewrite = !parse_bool(name, value)?,
                 _ => return Err(unrecognized(name)),
             }
         }
@@ -51,6 +56,7 @@ impl AutoRefresh {
             match name.to_ascii_lowercase().as_str() {
                 "auto_refresh" => self.enabled = false,
                 "target_lag" => self.target_lag = None,
+                "rewrite" => self.no_rewrite = false,
                 _ => return Err(unrecognized(name)),
             }
         }
@@ -60,7 +66,7 @@ impl AutoRefresh {
 
 fn unrecognized(name: &str) -> String {
     format!(
-        "unrecognized parameter \"{name}\"\nHINT: A materialized view takes auto_refresh (true or false) and target_lag ('5 minutes', or 'downstream')."
+        "unrecognized parameter \"{name}\"\nHINT: A materialized view takes auto_refresh (true or false), target_lag ('5 minutes', or 'downstream') and rewrite (true or false)."
     )
 }
 
@@ -95,60 +101,19 @@ impl TargetLag {
                 "invalid value for parameter \"target_lag\": \"{text}\"\nHINT: Give a duration such as '5 minutes', '30 seconds' or '1 hour', or 'downstream'."
             )
         };
-        let trimmed = text.trim().to_ascii_lowercase();
-        if trimmed == "downstream" {
+        if text.trim().eq_ignore_ascii_case("downstream") {
             return Ok(TargetLag::Downstream);
         }
-        // Numbers and units, with or without a space between them.
-        let mut seconds: u64 = 0;
-        let mut rest = trimmed.as_str();
-        let mut any = false;
-        while !rest.trim_start().is_empty() {
-            rest = rest.trim_start();
-            let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-            if digits == 0 {
-                return Err(invalid());
-            }
-            let number: u64 = rest[..digits].parse().map_err(|_| invalid())?;
-            rest = rest[digits..].trim_start();
-            let unit_len = rest.len()
-                - rest
-                    .trim_start_matches(|c: char| c.is_ascii_alphabetic())
-                    .len();
-            let unit = &rest[..unit_len];
-            rest = &rest[unit_len..];
-            let scale = match unit {
-                "s" | "sec" | "secs" | "second" | "seconds" => 1,
-                "m" | "min" | "mins" | "minute" | "minutes" => 60,
-                "h" | "hr" | "hrs" | "hour" | "hours" => 3600,
-                "d" | "day" | "days" => 86_400,
-                _ => return Err(invalid()),
-            };
-            seconds = number
-                .checked_mul(scale)
-                .and_then(|s| seconds.checked_add(s))
-                .ok_or_else(invalid)?;
-            any = true;
-        }
-        if !any || seconds == 0 {
-            return Err(invalid());
-        }
-        Ok(TargetLag::Within(seconds))
+        parse_seconds(text)
+            .map(TargetLag::Within)
+            .ok_or_else(invalid)
     }
 
     /// As `materialized_views()` shows it: `5 minutes`, `downstream`.
     pub fn display(&self) -> String {
         match self {
             TargetLag::Downstream => "downstream".to_owned(),
-            TargetLag::Within(seconds) => {
-                let (n, unit) = match seconds {
-                    s if s % 86_400 == 0 => (s / 86_400, "day"),
-                    s if s % 3600 == 0 => (s / 3600, "hour"),
-                    s if s % 60 == 0 => (s / 60, "minute"),
-                    s => (*s, "second"),
-                };
-                format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
-            }
+            TargetLag::Within(seconds) => display_seconds(*seconds),
         }
     }
 
@@ -159,6 +124,53 @@ impl TargetLag {
             TargetLag::Downstream => None,
         }
     }
+}
+
+/// A duration in whole seconds, at least one: `'5 minutes'`, `'90
+/// seconds'`, `'1 hour'`, `'2 days'` (also `s`, `min`, `h`, `d`, and
+/// several units: `'1 hour 30 minutes'`).
+pub fn parse_seconds(text: &str) -> Option<u64> {
+    let trimmed = text.trim().to_ascii_lowercase();
+    // Numbers and units, with or without a space between them.
+    let mut seconds: u64 = 0;
+    let mut rest = trimmed.as_str();
+    let mut any = false;
+    while !rest.trim_start().is_empty() {
+        rest = rest.trim_start();
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            return None;
+        }
+        let number: u64 = rest[..digits].parse().ok()?;
+        rest = rest[digits..].trim_start();
+        let unit_len = rest.len()
+            - rest
+                .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+                .len();
+        let unit = &rest[..unit_len];
+        rest = &rest[unit_len..];
+        let scale = match unit {
+            "s" | "sec" | "secs" | "second" | "seconds" => 1,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60,
+            "h" | "hr" | "hrs" | "hour" | "hours" => 3600,
+            "d" | "day" | "days" => 86_400,
+            _ => return None,
+        };
+        seconds = number.checked_mul(scale)?.checked_add(seconds)?;
+        any = true;
+    }
+    (any && seconds > 0).then_some(seconds)
+}
+
+/// `seconds` in words, in the largest unit that divides it: `5 minutes`.
+pub fn display_seconds(seconds: u64) -> String {
+    let (n, unit) = match seconds {
+        s if s % 86_400 == 0 => (s / 86_400, "day"),
+        s if s % 3600 == 0 => (s / 3600, "hour"),
+        s if s % 60 == 0 => (s / 60, "minute"),
+        s => (s, "second"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 #[cfg(test)]
@@ -200,7 +212,8 @@ mod tests {
             auto,
             AutoRefresh {
                 enabled: true,
-                target_lag: Some(TargetLag::Within(600))
+                target_lag: Some(TargetLag::Within(600)),
+                no_rewrite: false,
             }
         );
         auto.reset(&["target_lag".into()]).unwrap();

@@ -1,0 +1,384 @@
+//! Answering queries from materialized views (see [`crate::rewrite`]):
+//! which views may answer a statement, checked before it is planned any
+//! further, since freshness is known only from listings.
+//!
+//! A view is a candidate when every relation it reads directly is one the
+//! query names (through plain views too). A candidate is used only when
+//! its shape matches a block of the query and, checked then, it is fresh
+//! (or, under `stale_ok`, refreshed within the bound and only its tables'
+//! files changed); its scan is held at the state checked.
+
+use datafusion::common::config::ExtensionOptions;
+use datafusion::common::display::{PlanType, StringifiedPlan};
+use datafusion::logical_expr::Explain;
+use datafusion::logical_expr::builder::LogicalPlanBuilder;
+
+use super::*;
+use crate::freshness::Freshness;
+use crate::rewrite::{Candidate, MatviewConfig, RewriteMode, Shape};
+use crate::spec::ViewVersion;
+
+/// The shapes of views' definitions, by view, for the definition and
+/// snapshot they were worked out for: a refresh or a redefinition makes
+/// another. Only shapes planned while the definitions under the view were
+/// those its snapshot recorded are kept.
+pub(crate) type Shapes =
+    Arc<std::sync::Mutex<HashMap<QualifiedName, ((String, String), Arc<Shape>)>>>;
+
+/// How many shapes a session keeps.
+const MAX_SHAPES: usize = 4096;
+
+impl MatviewSession {
+    /// The session's rewrite settings.
+    fn rewrite_config(&self) -> MatviewConfig {
+        self.ctx
+            .state()
+            .config()
+            .options()
+            .extensions
+            .get::<MatviewConfig>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// `RESET matview.x`, which DataFusion does not do for settings of
+    /// an extension: puts `variable` back to its default. `false`: not
+    /// one of ours.
+    pub(super) fn reset_matview_setting(&self, variable: &str) -> Result<bool> {
+        if !variable.starts_with("matview.") {
+            return Ok(false);
+        }
+        let default = MatviewConfig::default()
+            .entries()
+            .into_iter()
+            .find(|e| e.key == variable)
+            .and_then(|e| e.value)
+            .ok_or_else(|| {
+                Error::DataFusion(datafusion::error::DataFusionError::Configuration(format!(
+                    "unrecognized configuration parameter \"{variable}\""
+                )))
+            })?;
+        let state_ref = self.ctx.state_ref();
+        let mut state = state_ref.write();
+        state.config_mut().options_mut().set(variable, &default)?;
+        Ok(true)
+    }
+
+    /// `plan` (a statement planned, not yet analyzed) with the blocks of
+    /// its query that views answer replaced, when the session's
+    /// `matview.rewrite` allows it. An `EXPLAIN VERBOSE` also shows the
+    /// candidates and why each was not used.
+    pub(super) async fn answer_from_views(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
+        let config = self.rewrite_config();
+        if config.rewrite == RewriteMode::Off || on_cluster(&self.ctx.state()) {
+            return Ok(plan);
+        }
+        match plan {
+            LogicalPlan::Explain(explain) if is_query(&explain.plan) => {
+                let inner = Arc::unwrap_or_clone(explain.plan);
+                let (rewritten, report) = self.rewrite_or_keep(inner, &config).await;
+                let mut stringified_plans = explain.stringified_plans;
+                if explain.verbose
+                    && let Some(report) = report
+                {
+                    let mut lines = vec![];
+                    lines.extend(report.used.iter().map(|u| format!("used {u}")));
+                    lines.extend(report.rejected.iter().map(|r| format!("not used {r}")));
+                    lines.push(rewritten.display_indent().to_string());
+                    stringified_plans.push(StringifiedPlan::new(
+                        PlanType::AnalyzedLogicalPlan {
+                            analyzer_name: "matview_rewrite".into(),
+                        },
+                        lines.join("\n"),
+                    ));
+                }
+                Ok(LogicalPlan::Explain(Explain {
+                    plan: Arc::new(rewritten),
+                    stringified_plans,
+                    ..explain
+                }))
+            }
+            LogicalPlan::Analyze(analyze) if is_query(&analyze.input) => {
+                let inner = Arc::unwrap_or_clone(analyze.input);
+                let (rewritten, _) = self.rewrite_or_keep(inner, &config).await;
+                Ok(LogicalPlanBuilder::from(rewritten)
+                    .explain(analyze.verbose, true)?
+                    .build()?)
+            }
+            plan if is_query(&plan) => Ok(self.rewrite_or_keep(plan, &config).await.0),
+            other => Ok(other),
+        }
+    }
+
+    /// [`Self::rewrite_query`], or `plan` as it is when it has parameters
+    /// (a prepared statement is planned again at each execution) or the
+    /// rewrite fails: the rewrite never fails a query.
+    async fn rewrite_or_keep(
+        &self,
+        plan: LogicalPlan,
+        config: &MatviewConfig,
+    ) -> (LogicalPlan, Option<crate::rewrite::Report>) {
+        if !plan.get_parameter_types().is_ok_and(|p| p.is_empty()) {
+            return (plan, None);
+        }
+        match self.rewrite_query(plan.clone(), config).await {
+            Ok(done) => done,
+            Err(e) => {
+                log::warn!("queries are not answered from materialized views: {e}");
+                (plan, None)
+            }
+        }
+    }
+
+    /// The query `plan` rewritten, and what the rewrite found (`None`: no
+    /// view reads the relations the query does).
+    async fn rewrite_query(
+        &self,
+        plan: LogicalPlan,
+        config: &MatviewConfig,
+    ) -> Result<(LogicalPlan, Option<crate::rewrite::Report>)> {
+        let (catalog, schema) = self.defaults();
+        let mut names = BTreeSet::new();
+        plan.apply_with_subqueries(|node| {
+            let reference = match node {
+                LogicalPlan::TableScan(scan) => &scan.table_name,
+                LogicalPlan::SubqueryAlias(alias) => &alias.alias,
+                _ => return Ok(TreeNodeRecursion::Continue),
+            };
+            names.insert(QualifiedName::from(
+                reference.clone().resolve(&catalog, &schema),
+            ));
+            Ok(TreeNodeRecursion::Continue)
+        })?;
+        let index = self.catalog.index();
+        let entries: Vec<QualifiedName> = index
+            .views
+            .values()
+            .filter(|v| !v.sources.is_empty() && v.sources.iter().all(|s| names.contains(s)))
+            .map(|v| v.name.clone())
+            .collect();
+        if entries.is_empty() {
+            return Ok((plan, None));
+        }
+        let state = self.ctx.state();
+        let analyzed =
+            state
+                .analyzer()
+                .execute_and_check(plan.clone(), state.config_options(), |_, _| {})?;
+        let fingerprinter = self.fingerprinter();
+        let mut candidates = vec![];
+        let mut states = vec![];
+        let mut rejected = vec![];
+        for name in &entries {
+            let display = self.display(name);
+            match self
+                .candidate(name, &display, &state, &fingerprinter, config)
+                .await
+            {
+                Ok((candidate, view)) => {
+                    candidates.push(candidate);
+                    states.push(view);
+                }
+                Err(why) => rejected.push(format!("{display}: {why}")),
+            }
+        }
+        let defaults = (catalog.as_str(), schema.as_str());
+        // Which views match a block, before their freshness is checked
+        // (a listing each).
+        let views = self.created_under().clone();
+        let (_, dry_run) =
+            crate::rewrite::rewrite(analyzed.clone(), &candidates, defaults, &views)?;
+        for i in dry_run.matched {
+            if candidates[i].usable.is_err() {
+                candidates[i].usable = self
+                    .usable(&states[i], &fingerprinter, config)
+                    .await
+                    .map(|(why, _)| why);
+            }
+        }
+        let (rewritten, mut report) =
+            crate::rewrite::rewrite(analyzed, &candidates, defaults, &views)?;
+        rejected.append(&mut report.rejected);
+        report.rejected = rejected;
+        if report.used.is_empty() {
+            return Ok((plan, Some(report)));
+        }
+        Ok((rewritten, Some(report)))
+    }
+
+    /// Candidate view `name` at its latest state, with its shape; its
+    /// freshness is left to be checked if its shape matches, unless
+    /// working out the shape checked it already.
+    async fn candidate(
+        &self,
+        name: &QualifiedName,
+        display: &str,
+        state: &datafusion::execution::SessionState,
+        fingerprinter: &Fingerprinter<'_>,
+        config: &MatviewConfig,
+    ) -> std::result::Result<(Candidate, Arc<ViewVersion>), String> {
+        let view = self
+            .catalog
+            .view(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("dropped")?;
+        let entry = &view.view;
+        if entry.auto_refresh.no_rewrite {
+            return Err("its rewrite setting is false".into());
+        }
+        let Some(snapshot) = &entry.snapshot else {
+            return Err("it has not been populated".into());
+        };
+        if let Some(why) = &entry.definition.not_reproducible {
+            return Err(format!("its query is not reproducible ({why})"));
+        }
+        let settings = crate::refresh::plan::result_settings(state.config_options());
+        if settings != entry.definition.settings.clone().unwrap_or_default() {
+            return Err("this session's result settings differ from its definition's".into());
+        }
+        let key = (entry.id.clone(), snapshot.id.clone());
+        let cached = self
+            .shapes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, shape)| Arc::clone(shape));
+        let mut usable = Err("not checked".to_owned());
+        let shape = match cached {
+            Some(shape) => shape,
+            None => {
+                let (definition_state, plan) =
+                    plan_definition(state.clone(), display, &entry.definition)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                let plan = definition_state
+                    .analyzer()
+                    .execute_and_check(plan, definition_state.config_options(), |_, _| {})
+                    .map_err(|e| e.to_string())?;
+                let defaults = (
+                    entry.definition.default_catalog.as_str(),
+                    entry.definition.default_schema.as_str(),
+                );
+                let views = self.created_under().clone();
+                let shape = Arc::new(Shape::of(&plan, defaults, &views)?);
+                // Kept only if planned over the definitions the snapshot
+                // recorded.
+                let (why, redefined) = match self.usable(&view, fingerprinter, config).await {
+                    Ok((why, redefined)) => (Ok(why), redefined),
+                    Err(why) => (Err(why), true),
+                };
+                if !redefined {
+                    let mut shapes = self.shapes.lock().unwrap_or_else(|e| e.into_inner());
+                    if shapes.len() >= MAX_SHAPES {
+                        shapes.clear();
+                    }
+                    shapes.insert(name.clone(), (key, Arc::clone(&shape)));
+                }
+                usable = why;
+                shape
+            }
+        };
+        let provider = MaterializedViewTable::at(
+            Arc::clone(&self.catalog),
+            Arc::clone(&view),
+            display.to_owned(),
+        );
+        let candidate = Candidate {
+            display: display.to_owned(),
+            shape,
+            source: datafusion::datasource::provider_as_source(Arc::new(provider)),
+            reference: short_reference(name, &self.defaults()),
+            rows: snapshot.row_count,
+            usable,
+        };
+        Ok((candidate, view))
+    }
+
+    /// Whether `view` may answer queries now: `Ok` with why (`fresh`, or
+    /// how stale under `stale_ok`) and whether a relation under it was
+    /// redefined since it was refreshed (`false` when it may be used);
+    /// else why not.
+    async fn usable(
+        &self,
+        view: &ViewVersion,
+        fingerprinter: &Fingerprinter<'_>,
+        config: &MatviewConfig,
+    ) -> std::result::Result<(String, bool), String> {
+        let entry = &view.view;
+        let Some(snapshot) = &entry.snapshot else {
+            return Err("it has not been populated".into());
+        };
+        let now = fingerprinter
+            .sources(&entry.definition.sources)
+            .await
+            .map_err(|e| e.to_string())?;
+        let diff = Diff::new(
+            &snapshot.sources,
+            &now,
+            !entry.definition.sources.is_empty(),
+        );
+        if let Some(redefinition) = diff.redefinition() {
+            let name = match redefinition {
+                crate::freshness::Redefinition::Redefined(n)
+                | crate::freshness::Redefinition::NotRecorded(n) => n,
+            };
+            return Err(format!(
+                "{} was redefined since its last refresh",
+                self.display(name)
+            ));
+        }
+        match diff.freshness() {
+            Freshness::Fresh => Ok(("fresh".into(), false)),
+            Freshness::Unknown(names) => Err(format!(
+                "its freshness is unknown ({} cannot be fingerprinted)",
+                self.names(&names)
+            )),
+            Freshness::Stale(names) => {
+                let age = (chrono::Utc::now() - snapshot.refreshed_at)
+                    .to_std()
+                    .unwrap_or_default();
+                let bound = config.rewrite_staleness.0;
+                let changed = self.names(&names);
+                if config.rewrite == RewriteMode::StaleOk && age <= Duration::from_secs(bound) {
+                    Ok((
+                        format!(
+                            "stale: {changed} changed since its refresh less than {} ago",
+                            config.rewrite_staleness
+                        ),
+                        false,
+                    ))
+                } else {
+                    Err(format!("stale: {changed} changed since its last refresh"))
+                }
+            }
+        }
+    }
+}
+
+/// Whether `plan` is a query (what the rewrite applies to), not a
+/// statement that changes something.
+fn is_query(plan: &LogicalPlan) -> bool {
+    !matches!(
+        plan,
+        LogicalPlan::Ddl(_)
+            | LogicalPlan::Dml(_)
+            | LogicalPlan::Copy(_)
+            | LogicalPlan::Statement(_)
+            | LogicalPlan::DescribeTable(_)
+            | LogicalPlan::Explain(_)
+            | LogicalPlan::Analyze(_)
+    )
+}
+
+/// The shortest reference to `name` under `defaults`, for plans to show.
+fn short_reference(name: &QualifiedName, (catalog, schema): &(String, String)) -> TableReference {
+    if &name.catalog != catalog {
+        name.to_table_reference()
+    } else if &name.schema != schema {
+        TableReference::partial(name.schema.as_str(), name.name.as_str())
+    } else {
+        TableReference::bare(name.name.as_str())
+    }
+}
