@@ -150,12 +150,22 @@ impl MatviewSession {
             ));
             Ok(TreeNodeRecursion::Continue)
         })?;
+        // The views that read a relation the query names (from the
+        // index's readers, without going through every view), and of
+        // those the ones that read nothing else.
         let index = self.catalog.index();
-        let entries: Vec<QualifiedName> = index
-            .views
-            .values()
-            .filter(|v| !v.sources.is_empty() && v.sources.iter().all(|s| names.contains(s)))
-            .map(|v| v.name.clone())
+        let readers: BTreeSet<QualifiedName> = names
+            .iter()
+            .flat_map(|name| index.views.readers_of(name))
+            .collect();
+        let entries: Vec<QualifiedName> = readers
+            .into_iter()
+            .filter(|name| {
+                index
+                    .views
+                    .get(name)
+                    .is_some_and(|v| v.sources.iter().all(|s| names.contains(s)))
+            })
             .collect();
         if entries.is_empty() {
             return Ok((plan, None));
