@@ -536,9 +536,10 @@ fn bench_rewrite(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usiz
     let rows = |batches: Vec<RecordBatch>| {
         let mut rows = vec![];
         for b in &batches {
-            let text = datafusion::arrow::util::pretty::pretty_format_batches(&[b.clone()])
-                .unwrap()
-                .to_string();
+            let text =
+                datafusion::arrow::util::pretty::pretty_format_batches(std::slice::from_ref(b))
+                    .unwrap()
+                    .to_string();
             rows.extend(text.lines().skip(3).map(str::to_owned));
         }
         rows.sort();

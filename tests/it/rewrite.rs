@@ -318,3 +318,128 @@ async fn rewritten_queries_equal_the_query_run_from_scratch() {
         "only {answered} of {asked} queries were answered from a view"
     );
 }
+
+/// The answer of `sql` in `s`, as sorted rows.
+async fn answer(s: &MatviewSession, sql: &str) -> Vec<(String, Vec<String>)> {
+    multiset(&s.sql(sql).await.unwrap().collect().await.unwrap())
+}
+
+/// The answer of `sql` run in a new plain context over the table.
+async fn from_scratch(dir: &std::path::Path, sql: &str) -> Vec<(String, Vec<String>)> {
+    let ctx = SessionContext::new();
+    ctx.sql(&src_sql(dir)).await.unwrap();
+    multiset(&ctx.sql(sql).await.unwrap().collect().await.unwrap())
+}
+
+/// Another session (its own `SessionContext`, as another process has)
+/// replaces and refreshes the view: this session answers from the view
+/// as it is now, never from the shape it planned before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_view_replaced_or_refreshed_elsewhere_answers_as_it_is_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut rng = Rng(7);
+    std::fs::write(src.join("f0.csv"), csv(&mut rng, 0, 40)).unwrap();
+    let location = dir.path().join("catalog").display().to_string();
+    let open = || async {
+        let s = MatviewSession::open(SessionContext::new(), &location)
+            .await
+            .unwrap();
+        s.sql(&src_sql(dir.path())).await.unwrap();
+        s
+    };
+    let (a, b) = (open().await, open().await);
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT grp, sum(val) AS s FROM src GROUP BY grp")
+        .await
+        .unwrap();
+    let sums = "SELECT grp, sum(val) FROM src GROUP BY grp";
+    let maxes = "SELECT grp, max(val) FROM src GROUP BY grp";
+    assert!(rewritten(&a, sums).await);
+    assert_eq!(answer(&a, sums).await, from_scratch(dir.path(), sums).await);
+    // Replaced elsewhere with a column of the same name and type.
+    b.sql(
+        "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT grp, max(val) AS s FROM src GROUP BY grp",
+    )
+    .await
+    .unwrap();
+    assert!(!rewritten(&a, sums).await, "the sums are no longer in v");
+    assert_eq!(answer(&a, sums).await, from_scratch(dir.path(), sums).await);
+    assert!(rewritten(&a, maxes).await);
+    assert_eq!(
+        answer(&a, maxes).await,
+        from_scratch(dir.path(), maxes).await
+    );
+    // A new file: stale, but answered with the view's rows and the new
+    // file's; a file the view read, rewritten: not used; refreshed
+    // elsewhere: used again.
+    std::fs::write(src.join("f1.csv"), csv(&mut rng, 40, 10)).unwrap();
+    assert!(rewritten(&a, maxes).await);
+    assert_eq!(
+        answer(&a, maxes).await,
+        from_scratch(dir.path(), maxes).await
+    );
+    std::fs::write(src.join("f0.csv"), csv(&mut rng, 50, 30)).unwrap();
+    assert!(!rewritten(&a, maxes).await);
+    assert_eq!(
+        answer(&a, maxes).await,
+        from_scratch(dir.path(), maxes).await
+    );
+    b.sql("REFRESH MATERIALIZED VIEW v")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    assert!(rewritten(&a, maxes).await);
+    assert_eq!(
+        answer(&a, maxes).await,
+        from_scratch(dir.path(), maxes).await
+    );
+}
+
+/// `EXPLAIN VERBOSE` names each candidate view and why it did not answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_verbose_says_why_a_view_was_not_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("f0.csv"), csv(&mut Rng(3), 0, 20)).unwrap();
+    let s = MatviewSession::open(
+        SessionContext::new(),
+        &dir.path().join("catalog").display().to_string(),
+    )
+    .await
+    .unwrap();
+    s.sql(&src_sql(dir.path())).await.unwrap();
+    for sql in [
+        "CREATE MATERIALIZED VIEW big AS SELECT id, val FROM src WHERE val > 50",
+        "CREATE MATERIALIZED VIEW by_grp AS SELECT grp, sum(val) AS s FROM src GROUP BY grp",
+        "CREATE MATERIALIZED VIEW empty AS SELECT id FROM src WITH NO DATA",
+        "CREATE MATERIALIZED VIEW mine WITH (rewrite = false) AS SELECT id, val FROM src",
+    ] {
+        s.sql(sql).await.unwrap();
+    }
+    let verbose = plans(
+        &s.sql("EXPLAIN VERBOSE SELECT id, val FROM src WHERE val > 10")
+            .await
+            .unwrap()
+            .collect()
+            .await
+            .unwrap(),
+    );
+    let start = verbose.find("not used").expect("the rewrite's row");
+    let rewrite_row: Vec<&str> = verbose[start..]
+        .lines()
+        .take_while(|l| l.starts_with("not used"))
+        .collect();
+    assert_eq!(
+        rewrite_row,
+        [
+            "not used empty: it has not been populated",
+            "not used mine: its rewrite setting is false",
+            "not used big: the query admits values of datafusion.public.src.val the view left out",
+            "not used by_grp: the view is grouped and the query is not",
+        ]
+    );
+}

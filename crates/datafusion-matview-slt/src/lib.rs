@@ -443,6 +443,12 @@ async fn run_file_inner(path: &Path, options: &RunOptions) -> Result<Outcome, St
     // `DataFusion`; both count for `skipif` / `onlyif`, as does our name.
     runner.add_label("Datafusion");
     runner.add_label("DataFusion");
+    // `skipif ballista`: what a cluster does otherwise (EXPLAIN prints the
+    // distributed plan; queries are not answered from views there).
+    #[cfg(feature = "ballista")]
+    if options.ballista.is_some() {
+        runner.add_label("ballista");
+    }
     runner.with_column_validator(sqllogictest::strict_column_validator);
     runner.with_normalizer(value_normalizer);
     runner.with_validator(df_value_validator);

@@ -79,6 +79,10 @@ pub(crate) struct Candidate {
     pub rows: u64,
     /// `Ok(why it may be used)` (`fresh`, or how stale it is) or why not.
     pub usable: Result<String, String>,
+    /// When the view is stale only because files were appended to one
+    /// table: its definition over those files alone, whose rows (with the
+    /// view's columns) added to the view's give its query's rows now.
+    pub delta: Option<LogicalPlan>,
 }
 
 /// What one pass of the rewrite did.
@@ -198,6 +202,9 @@ fn replace(
     view: &Candidate,
 ) -> Result<(bool, LogicalPlan), String> {
     let error = |e: datafusion::error::DataFusionError| e.to_string();
+    if query.group.is_none() && view.shape.block.group.is_some() {
+        return Err("the view is grouped and the query is not".into());
+    }
     let compensation = predicates.compensation(&view.shape.predicates)?;
     let mapper = Mapper { view };
     let mut filters = vec![];
@@ -211,6 +218,15 @@ fn replace(
     }
     let mut plan = LogicalPlanBuilder::scan(view.reference.clone(), Arc::clone(&view.source), None)
         .map_err(error)?;
+    if let Some(delta) = &view.delta {
+        // The view's rows and those of the appended files, under the
+        // view's name.
+        plan = plan
+            .union(delta.clone())
+            .map_err(error)?
+            .alias(view.reference.clone())
+            .map_err(error)?;
+    }
     if let Some(filter) = conjunction(filters) {
         plan = plan.filter(filter).map_err(error)?;
     }
@@ -219,91 +235,92 @@ fn replace(
             .map(e)
             .ok_or_else(|| format!("the view has no column for {e}"))
     };
-    let (exact, outputs) = match (&query.group, &view.shape.block.group) {
-        (None, Some(_)) => return Err("the view is grouped and the query is not".into()),
-        (None, None) => (
-            true,
-            query
-                .outputs
-                .iter()
-                .map(map)
-                .collect::<Result<Vec<_>, _>>()?,
-        ),
-        (Some(keys), view_keys) => {
-            let mapped_keys = keys.iter().map(map).collect::<Result<Vec<_>, _>>()?;
-            let aggregates = &query.outputs[keys.len()..];
-            let exact = view_keys.as_ref().is_some_and(|view_keys| {
-                view_keys.iter().all(|key| {
-                    view.shape
-                        .block
-                        .outputs
-                        .iter()
-                        .enumerate()
-                        .any(|(i, o)| o == key && mapped_keys.contains(&mapper.column(i)))
-                })
-            });
-            if exact {
-                let mut outputs = mapped_keys;
-                for a in aggregates {
-                    outputs.push(map(a)?);
-                }
-                (true, outputs)
-            } else {
-                let mut group: Vec<Expr> = vec![];
-                let mut key_index = vec![];
-                for key in mapped_keys {
-                    key_index.push(match group.iter().position(|g| *g == key) {
-                        Some(i) => i,
-                        None => {
-                            group.push(key);
-                            group.len() - 1
-                        }
-                    });
-                }
-                let mut calls: Vec<Expr> = vec![];
-                let mut add = |call: Expr| match calls.iter().position(|c| *c == call) {
-                    Some(i) => group.len() + i,
-                    None => {
-                        calls.push(call);
-                        group.len() + calls.len() - 1
+    let (exact, outputs) =
+        match (&query.group, &view.shape.block.group) {
+            (None, _) => (
+                true,
+                query
+                    .outputs
+                    .iter()
+                    .map(map)
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            (Some(keys), view_keys) => {
+                let mapped_keys = keys.iter().map(map).collect::<Result<Vec<_>, _>>()?;
+                let aggregates = &query.outputs[keys.len()..];
+                // With the appended files' rows, a group may have two rows:
+                // always aggregate again.
+                let exact =
+                    view.delta.is_none()
+                        && view_keys.as_ref().is_some_and(|view_keys| {
+                            view_keys.iter().all(|key| {
+                                view.shape.block.outputs.iter().enumerate().any(|(i, o)| {
+                                    o == key && mapped_keys.contains(&mapper.column(i))
+                                })
+                            })
+                        });
+                if exact {
+                    let mut outputs = mapped_keys;
+                    for a in aggregates {
+                        outputs.push(map(a)?);
                     }
-                };
-                let mut finish = vec![];
-                for a in aggregates {
-                    finish.push(if view_keys.is_some() {
-                        roll_up(a, &mapper, &mut add)?
-                    } else {
-                        Finish::Column(add(map(a)?))
-                    });
-                }
-                plan = plan.aggregate(group, calls).map_err(error)?;
-                let schema = plan.schema().clone();
-                let column = |i: usize| {
-                    Expr::Column(datafusion::common::Column::from(schema.qualified_field(i)))
-                };
-                let mut outputs: Vec<Expr> = key_index.into_iter().map(column).collect();
-                for f in finish {
-                    outputs.push(match f {
-                        Finish::Column(i) => column(i),
-                        Finish::Count(i) => datafusion::functions::expr_fn::coalesce(vec![
-                            column(i),
-                            datafusion::prelude::lit(0i64),
-                        ]),
-                        Finish::Average(s, c) => {
-                            datafusion::prelude::cast(
-                                column(s),
-                                datafusion::arrow::datatypes::DataType::Float64,
-                            ) / datafusion::prelude::cast(
-                                column(c),
-                                datafusion::arrow::datatypes::DataType::Float64,
-                            )
+                    (true, outputs)
+                } else {
+                    let mut group: Vec<Expr> = vec![];
+                    let mut key_index = vec![];
+                    for key in mapped_keys {
+                        key_index.push(match group.iter().position(|g| *g == key) {
+                            Some(i) => i,
+                            None => {
+                                group.push(key);
+                                group.len() - 1
+                            }
+                        });
+                    }
+                    let mut calls: Vec<Expr> = vec![];
+                    let mut add = |call: Expr| match calls.iter().position(|c| *c == call) {
+                        Some(i) => group.len() + i,
+                        None => {
+                            calls.push(call);
+                            group.len() + calls.len() - 1
                         }
-                    });
+                    };
+                    let mut finish = vec![];
+                    for a in aggregates {
+                        finish.push(if view_keys.is_some() {
+                            roll_up(a, &mapper, &mut add)?
+                        } else {
+                            Finish::Column(add(map(a)?))
+                        });
+                    }
+                    plan = plan.aggregate(group, calls).map_err(error)?;
+                    let schema = plan.schema().clone();
+                    let column = |i: usize| {
+                        Expr::Column(datafusion::common::Column::from(schema.qualified_field(i)))
+                    };
+                    let mut outputs: Vec<Expr> = key_index.into_iter().map(column).collect();
+                    for f in finish {
+                        outputs.push(match f {
+                            Finish::Column(i) => column(i),
+                            Finish::Count(i) => datafusion::functions::expr_fn::coalesce(vec![
+                                column(i),
+                                datafusion::prelude::lit(0i64),
+                            ]),
+                            Finish::Average(s, c) => {
+                                datafusion::prelude::cast(
+                                    column(s),
+                                    datafusion::arrow::datatypes::DataType::Float64,
+                                ) / datafusion::prelude::cast(
+                                    column(c),
+                                    datafusion::arrow::datatypes::DataType::Float64,
+                                )
+                            }
+                        });
+                    }
+                    (false, outputs)
                 }
-                (false, outputs)
             }
-        }
-    };
+        };
     // The root's columns exactly: names, qualifiers, types; never more
     // nullable than the query's.
     let wanted = root.schema();

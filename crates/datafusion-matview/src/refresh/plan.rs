@@ -162,6 +162,14 @@ impl Pin {
     }
 }
 
+impl Pin {
+    /// `plan` with every scan of the pinned table reading only its pinned
+    /// files (subqueries and plain views included).
+    pub(crate) fn apply(&self, plan: &LogicalPlan) -> Result<LogicalPlan> {
+        over_files(plan, &self.provider, &self.files, &self.paths)
+    }
+}
+
 /// The file-backed tables under `sources` (plain views expanded), each
 /// with the files that held rows when the fingerprints were taken.
 pub(crate) fn fingerprinted_files(

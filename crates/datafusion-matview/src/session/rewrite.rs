@@ -200,10 +200,16 @@ impl MatviewSession {
             crate::rewrite::rewrite(analyzed.clone(), &candidates, defaults, &views)?;
         for i in dry_run.matched {
             if candidates[i].usable.is_err() {
-                candidates[i].usable = self
-                    .usable(&states[i], &fingerprinter, config)
+                match self
+                    .usable(&states[i], &state, &fingerprinter, config)
                     .await
-                    .map(|(why, _)| why);
+                {
+                    Ok(usable) => {
+                        candidates[i].usable = Ok(usable.why);
+                        candidates[i].delta = usable.delta;
+                    }
+                    Err((why, _)) => candidates[i].usable = Err(why),
+                }
             }
         }
         let (rewritten, mut report) =
@@ -256,6 +262,7 @@ impl MatviewSession {
             .filter(|(k, _)| *k == key)
             .map(|(_, shape)| Arc::clone(shape));
         let mut usable = Err("not checked".to_owned());
+        let mut delta = None;
         let shape = match cached {
             Some(shape) => shape,
             None => {
@@ -275,18 +282,21 @@ impl MatviewSession {
                 let shape = Arc::new(Shape::of(&plan, defaults, &views)?);
                 // Kept only if planned over the definitions the snapshot
                 // recorded.
-                let (why, redefined) = match self.usable(&view, fingerprinter, config).await {
-                    Ok((why, redefined)) => (Ok(why), redefined),
-                    Err(why) => (Err(why), true),
-                };
-                if !redefined {
+                let checked = self.usable(&view, state, fingerprinter, config).await;
+                if !matches!(checked, Err((_, true))) {
                     let mut shapes = self.shapes.lock().unwrap_or_else(|e| e.into_inner());
                     if shapes.len() >= MAX_SHAPES {
                         shapes.clear();
                     }
                     shapes.insert(name.clone(), (key, Arc::clone(&shape)));
                 }
-                usable = why;
+                match checked {
+                    Ok(checked) => {
+                        usable = Ok(checked.why);
+                        delta = checked.delta;
+                    }
+                    Err((why, _)) => usable = Err(why),
+                }
                 shape
             }
         };
@@ -302,28 +312,33 @@ impl MatviewSession {
             reference: short_reference(name, &self.defaults()),
             rows: snapshot.row_count,
             usable,
+            delta,
         };
         Ok((candidate, view))
     }
 
-    /// Whether `view` may answer queries now: `Ok` with why (`fresh`, or
-    /// how stale under `stale_ok`) and whether a relation under it was
-    /// redefined since it was refreshed (`false` when it may be used);
-    /// else why not.
+    /// Whether `view` may answer queries now (and if so, why, and the
+    /// rows to add to its own), or why not (and whether a relation under
+    /// it was redefined, or could not be fingerprinted): fresh; stale only because
+    /// files were appended to one table (its definition over those files
+    /// is added: the answer is the query's now); or, under `stale_ok`,
+    /// refreshed within the bound with no relation under it redefined.
+    /// A view whose relations were redefined is never usable.
     async fn usable(
         &self,
         view: &ViewVersion,
+        state: &datafusion::execution::SessionState,
         fingerprinter: &Fingerprinter<'_>,
         config: &MatviewConfig,
-    ) -> std::result::Result<(String, bool), String> {
+    ) -> std::result::Result<Usable, (String, bool)> {
         let entry = &view.view;
         let Some(snapshot) = &entry.snapshot else {
-            return Err("it has not been populated".into());
+            return Err(("it has not been populated".into(), false));
         };
         let now = fingerprinter
             .sources(&entry.definition.sources)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| (e.to_string(), true))?;
         let diff = Diff::new(
             &snapshot.sources,
             &now,
@@ -334,37 +349,115 @@ impl MatviewSession {
                 crate::freshness::Redefinition::Redefined(n)
                 | crate::freshness::Redefinition::NotRecorded(n) => n,
             };
-            return Err(format!(
-                "{} was redefined since its last refresh",
-                self.display(name)
+            return Err((
+                format!(
+                    "{} was redefined since its last refresh",
+                    self.display(name)
+                ),
+                true,
             ));
         }
-        match diff.freshness() {
-            Freshness::Fresh => Ok(("fresh".into(), false)),
-            Freshness::Unknown(names) => Err(format!(
-                "its freshness is unknown ({} cannot be fingerprinted)",
-                self.names(&names)
-            )),
-            Freshness::Stale(names) => {
-                let age = (chrono::Utc::now() - snapshot.refreshed_at)
-                    .to_std()
-                    .unwrap_or_default();
-                let bound = config.rewrite_staleness.0;
-                let changed = self.names(&names);
-                if config.rewrite == RewriteMode::StaleOk && age <= Duration::from_secs(bound) {
-                    Ok((
-                        format!(
-                            "stale: {changed} changed since its refresh less than {} ago",
-                            config.rewrite_staleness
-                        ),
-                        false,
-                    ))
-                } else {
-                    Err(format!("stale: {changed} changed since its last refresh"))
-                }
+        let names = match diff.freshness() {
+            Freshness::Fresh => {
+                return Ok(Usable {
+                    why: "fresh".into(),
+                    delta: None,
+                });
             }
+            Freshness::Unknown(names) => {
+                return Err((
+                    format!(
+                        "its freshness is unknown ({} cannot be fingerprinted)",
+                        self.names(&names)
+                    ),
+                    false,
+                ));
+            }
+            Freshness::Stale(names) => names,
+        };
+        let changed = self.names(&names);
+        match self.appended_rows(view, state, &diff).await {
+            Ok((files, table, delta)) => {
+                return Ok(Usable {
+                    why: format!("stale: {files} file(s) appended to {table}; union with them"),
+                    delta: Some(delta),
+                });
+            }
+            Err(why) => log::debug!("{}: no union with appended files: {why}", entry.name),
+        }
+        let age = (chrono::Utc::now() - snapshot.refreshed_at)
+            .to_std()
+            .unwrap_or_default();
+        if config.rewrite == RewriteMode::StaleOk
+            && age <= Duration::from_secs(config.rewrite_staleness.0)
+        {
+            Ok(Usable {
+                why: format!(
+                    "stale: {changed} changed since its refresh less than {} ago",
+                    config.rewrite_staleness
+                ),
+                delta: None,
+            })
+        } else {
+            Err((
+                format!("stale: {changed} changed since its last refresh"),
+                false,
+            ))
         }
     }
+
+    /// When the only change under `view` since its refresh is files
+    /// appended to one table: how many, the table, and the view's
+    /// definition over those files alone (with the view's columns).
+    async fn appended_rows(
+        &self,
+        view: &ViewVersion,
+        state: &datafusion::execution::SessionState,
+        diff: &Diff<'_>,
+    ) -> std::result::Result<(usize, String, LogicalPlan), String> {
+        let entry = &view.view;
+        let change = crate::refresh::decide::changed_table(diff, |n| self.display(n))
+            .map_err(|why| why.to_string())?;
+        // Empty files hold no rows.
+        let rows = |files: &[crate::spec::FileFingerprint]| -> BTreeMap<String, crate::spec::FileFingerprint> {
+            files
+                .iter()
+                .filter(|f| f.size > 0)
+                .map(|f| (f.path.clone(), f.clone()))
+                .collect()
+        };
+        let (before, after) = (rows(change.before), rows(change.after));
+        if before.iter().any(|(path, f)| after.get(path) != Some(f)) {
+            return Err("files were removed or rewritten".into());
+        }
+        let added: Vec<String> = after
+            .keys()
+            .filter(|p| !before.contains_key(*p))
+            .cloned()
+            .collect();
+        let table = self.display(&change.name);
+        let provider = crate::resolve::registered(state.catalog_list(), &change.name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{table} is gone"))?;
+        // Without a runtime, a partitioned table is refused: its files are
+        // read through a store registered only while a refresh runs.
+        let pin =
+            crate::refresh::plan::Pin::new(provider, &table, &self.catalog, None, added.clone())
+                .ok_or_else(|| format!("{table}'s files cannot be read apart"))?;
+        let (_, plan) =
+            plan_definition(state.clone(), &self.display(&entry.name), &entry.definition)
+                .await
+                .map_err(|e| e.to_string())?;
+        let delta = pin.apply(&plan).map_err(|e| e.to_string())?;
+        Ok((added.len(), table, delta))
+    }
+}
+
+/// A view that may answer queries: why, and the rows to add to its own.
+struct Usable {
+    why: String,
+    delta: Option<LogicalPlan>,
 }
 
 /// Whether `plan` is a query (what the rewrite applies to), not a
