@@ -9,7 +9,9 @@
 //! - `open_catalog`: opening a catalog of N views vs registering N Parquet
 //!   files as external tables;
 //! - `rewrite_rollup`: a query the 1,000-group view answers (rolled up to
-//!   10 groups) vs the same query in plain DataFusion; `rewrite_planning`:
+//!   10 groups) vs the same query in plain DataFusion; `rewrite_after_append`:
+//!   the same after 1% was appended (the view and the new file);
+//!   `rewrite_planning`:
 //!   planning it with the rewrite on and off vs plain DataFusion, in a
 //!   catalog of N views;
 //! - `after_append`: after appending one file (1% of the source), REFRESH
@@ -565,6 +567,45 @@ fn bench_rewrite(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usiz
             .iter(|| async { plain.sql(query).await.unwrap().collect().await.unwrap() })
     });
     group.finish();
+    // After 1% of the source was appended: the view's groups and the new
+    // file's, aggregated again, vs the query over the whole source.
+    fixture.append_one_percent(0);
+    // A new context: DataFusion keeps a session's listings.
+    let plain_now = rt.block_on(async {
+        let plain = SessionContext::new();
+        plain.sql(&fixture.src_sql()).await.unwrap();
+        plain
+    });
+    assert!(
+        rt.block_on(async { s.sql(&format!("EXPLAIN {query}")).await?.collect().await })
+            .unwrap()
+            .iter()
+            .any(|b| {
+                let plan = b.column(1).as_string::<i32>();
+                (0..plan.len()).any(|i| {
+                    plan.value(i)
+                        .contains("MatviewRewrite: by_grp (stale: 1 file(s) appended to src; union with them)")
+                })
+            }),
+        "the view and the appended file answer the query"
+    );
+    assert_eq!(
+        rows(answer(query, s.context())),
+        rows(answer(query, &plain_now)),
+        "with the appended file, the view's answer is the query's"
+    );
+    let mut group = c.benchmark_group("rewrite_after_append");
+    group.sample_size(20);
+    group.bench_function("matview_union", |b| {
+        b.to_async(rt)
+            .iter(|| async { s.sql(query).await.unwrap().collect().await.unwrap() })
+    });
+    group.bench_function("datafusion_query", |b| {
+        b.to_async(rt)
+            .iter(|| async { plain_now.sql(query).await.unwrap().collect().await.unwrap() })
+    });
+    group.finish();
+    fixture.remove_appended(0);
     let mut group = c.benchmark_group(format!("rewrite_planning_{views}_views"));
     group.sample_size(30);
     group.bench_function("matview_rewrite_on", |b| {
@@ -703,6 +744,12 @@ fn main() {
             "matview_rewritten",
             "datafusion_query",
             "target <= 0.05 (20x faster): 10 groups rolled up from the 1,000-group view",
+        ),
+        (
+            "rewrite_after_append",
+            "matview_union",
+            "datafusion_query",
+            "target <= 0.10 (10x faster): the view's groups and the appended 1%, aggregated again",
         ),
         (
             planning_group.as_str(),

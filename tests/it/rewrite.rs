@@ -6,8 +6,8 @@
 //! through a `MatviewSession` (rewrite on, `fresh`) must equal the query
 //! run in a new plain `SessionContext` (floating-point values within a
 //! relative 1e-9). It also counts how many were answered from a view.
-//! `cargo test --test it rewrite::` runs 8 sequences; the long version:
-//! `DFMV_REWRITE_SEQUENCES=500 cargo test --release --test it rewrite:: -- --nocapture`.
+//! `cargo test --test it rewrite::` runs 8 sequences; a longer run:
+//! `DFMV_REWRITE_SEQUENCES=100 cargo test --test it rewrite::rewritten -- --nocapture`.
 //! A failure prints the seed; `DFMV_REWRITE_SEED=<seed>` replays it.
 
 use datafusion::arrow::array::{Array, RecordBatch, StringArray};
