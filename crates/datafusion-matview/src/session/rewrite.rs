@@ -4,9 +4,11 @@
 //!
 //! A view is a candidate when every relation it reads directly is one the
 //! query names (through plain views too). A candidate is used only when
-//! its shape matches a block of the query and, checked then, it is fresh
-//! (or, under `stale_ok`, refreshed within the bound and only its tables'
-//! files changed); its scan is held at the state checked.
+//! its shape matches a block of the query and, checked then, it is fresh;
+//! or stale only because files were appended to one table (its definition
+//! over those files is added to its rows); or, under `stale_ok`, refreshed
+//! within the bound with no relation under it redefined. Its scan is held
+//! at the state checked.
 
 use datafusion::common::config::ExtensionOptions;
 use datafusion::common::display::{PlanType, StringifiedPlan};
