@@ -77,6 +77,10 @@ pub(crate) struct Fingerprinter<'a> {
     pins: HashMap<QualifiedName, Arc<ViewVersion>>,
     /// The version of each materialized view fingerprinted.
     read: Mutex<BTreeMap<QualifiedName, u64>>,
+    /// Each file-backed table's fingerprint, listed once: every view
+    /// checked by one fingerprinter (a statement, or one pass of the
+    /// scheduler) is checked against the same listing of a table.
+    listed: Mutex<HashMap<QualifiedName, Fingerprint>>,
 }
 
 impl<'a> Fingerprinter<'a> {
@@ -95,6 +99,7 @@ impl<'a> Fingerprinter<'a> {
             view_defaults,
             pins: HashMap::new(),
             read: Mutex::new(BTreeMap::new()),
+            listed: Mutex::new(HashMap::new()),
         }
     }
 
@@ -179,11 +184,24 @@ impl<'a> Fingerprinter<'a> {
             if let Some(listing) =
                 (table.as_ref() as &dyn std::any::Any).downcast_ref::<ListingTable>()
             {
-                let files = self.list(listing).await?;
-                return Ok(Fingerprint::Files {
-                    files,
+                let listed = |m: &Mutex<HashMap<QualifiedName, Fingerprint>>| {
+                    m.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .get(name)
+                        .cloned()
+                };
+                if let Some(fingerprint) = listed(&self.listed) {
+                    return Ok(fingerprint);
+                }
+                let fingerprint = Fingerprint::Files {
+                    files: self.list(listing).await?,
                     definition: listing_definition(listing),
-                });
+                };
+                self.listed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.clone(), fingerprint.clone());
+                return Ok(fingerprint);
             }
             if table.table_type() == TableType::View
                 && depth < MAX_DEPTH
