@@ -497,6 +497,30 @@ fn bench_history_cost(c: &mut Criterion, rt: &Runtime, fixture: &Fixture) {
     );
 }
 
+/// `query` through the session (`ours`) vs in plain DataFusion, run to
+/// the end, as criterion group `group`.
+fn bench_query(
+    c: &mut Criterion,
+    rt: &Runtime,
+    group: &str,
+    ours: &str,
+    s: &MatviewSession,
+    plain: &SessionContext,
+    query: &str,
+) {
+    let mut group = c.benchmark_group(group);
+    group.sample_size(20);
+    group.bench_function(ours, |b| {
+        b.to_async(rt)
+            .iter(|| async { s.sql(query).await.unwrap().collect().await.unwrap() })
+    });
+    group.bench_function("datafusion_query", |b| {
+        b.to_async(rt)
+            .iter(|| async { plain.sql(query).await.unwrap().collect().await.unwrap() })
+    });
+    group.finish();
+}
+
 /// Queries answered from a materialized view (`matview.rewrite`): a
 /// rollup of the 1,000-group view to 10 groups vs the same query in plain
 /// DataFusion; and the planning of that query (physical plan included)
@@ -526,85 +550,78 @@ fn bench_rewrite(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usiz
         (s, off, plain)
     });
     // The timed query is the one the view answers, with the same rows.
-    let explain = |s: &MatviewSession| {
+    let shows = |s: &MatviewSession, mark: &str| {
         let batches = rt
             .block_on(async { s.sql(&format!("EXPLAIN {query}")).await?.collect().await })
             .unwrap();
-        let plan = batches[0].column(1).as_string::<i32>();
-        (0..plan.len()).any(|i| plan.value(i).contains("MatviewRewrite: by_grp (fresh)"))
+        batches.iter().any(|b| {
+            let plan = b.column(1).as_string::<i32>();
+            (0..plan.len()).any(|i| plan.value(i).contains(mark))
+        })
     };
-    assert!(explain(&s), "the view answers the query");
-    assert!(!explain(&off), "with the rewrite off it does not");
-    let rows = |batches: Vec<RecordBatch>| {
-        let mut rows = vec![];
-        for b in &batches {
-            let text =
-                datafusion::arrow::util::pretty::pretty_format_batches(std::slice::from_ref(b))
-                    .unwrap()
-                    .to_string();
-            rows.extend(text.lines().skip(3).map(str::to_owned));
-        }
+    let rows = |ctx: &SessionContext| {
+        let batches = rt
+            .block_on(async { ctx.sql(query).await?.collect().await })
+            .unwrap();
+        let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
+            .unwrap()
+            .to_string();
+        let mut rows: Vec<String> = text.lines().skip(3).map(str::to_owned).collect();
         rows.sort();
         rows
     };
-    let answer = |sql: &str, ctx: &SessionContext| {
-        rt.block_on(async { ctx.sql(sql).await?.collect().await })
-            .unwrap()
-    };
+    assert!(
+        shows(&s, "MatviewRewrite: by_grp (fresh)"),
+        "the view answers"
+    );
+    assert!(
+        !shows(&off, "MatviewRewrite"),
+        "with the rewrite off it does not"
+    );
     assert_eq!(
-        rows(answer(query, s.context())),
-        rows(answer(query, &plain)),
+        rows(s.context()),
+        rows(&plain),
         "the view's answer is the query's"
     );
-    let mut group = c.benchmark_group("rewrite_rollup");
-    group.sample_size(20);
-    group.bench_function("matview_rewritten", |b| {
-        b.to_async(rt)
-            .iter(|| async { s.sql(query).await.unwrap().collect().await.unwrap() })
-    });
-    group.bench_function("datafusion_query", |b| {
-        b.to_async(rt)
-            .iter(|| async { plain.sql(query).await.unwrap().collect().await.unwrap() })
-    });
-    group.finish();
+    bench_query(
+        c,
+        rt,
+        "rewrite_rollup",
+        "matview_rewritten",
+        &s,
+        &plain,
+        query,
+    );
     // After 1% of the source was appended: the view's groups and the new
-    // file's, aggregated again, vs the query over the whole source.
+    // file's, aggregated again, vs the query over the whole source (in a
+    // new context: DataFusion keeps a session's listings).
     fixture.append_one_percent(0);
-    // A new context: DataFusion keeps a session's listings.
     let plain_now = rt.block_on(async {
         let plain = SessionContext::new();
         plain.sql(&fixture.src_sql()).await.unwrap();
         plain
     });
     assert!(
-        rt.block_on(async { s.sql(&format!("EXPLAIN {query}")).await?.collect().await })
-            .unwrap()
-            .iter()
-            .any(|b| {
-                let plan = b.column(1).as_string::<i32>();
-                (0..plan.len()).any(|i| {
-                    plan.value(i)
-                        .contains("MatviewRewrite: by_grp (stale: 1 file(s) appended to src; union with them)")
-                })
-            }),
+        shows(
+            &s,
+            "MatviewRewrite: by_grp (stale: 1 file(s) appended to src; union with them)"
+        ),
         "the view and the appended file answer the query"
     );
     assert_eq!(
-        rows(answer(query, s.context())),
-        rows(answer(query, &plain_now)),
-        "with the appended file, the view's answer is the query's"
+        rows(s.context()),
+        rows(&plain_now),
+        "with the appended file too"
     );
-    let mut group = c.benchmark_group("rewrite_after_append");
-    group.sample_size(20);
-    group.bench_function("matview_union", |b| {
-        b.to_async(rt)
-            .iter(|| async { s.sql(query).await.unwrap().collect().await.unwrap() })
-    });
-    group.bench_function("datafusion_query", |b| {
-        b.to_async(rt)
-            .iter(|| async { plain_now.sql(query).await.unwrap().collect().await.unwrap() })
-    });
-    group.finish();
+    bench_query(
+        c,
+        rt,
+        "rewrite_after_append",
+        "matview_union",
+        &s,
+        &plain_now,
+        query,
+    );
     fixture.remove_appended(0);
     let mut group = c.benchmark_group(format!("rewrite_planning_{views}_views"));
     group.sample_size(30);

@@ -155,6 +155,19 @@ fn dim_sql(dir: &std::path::Path) -> String {
     )
 }
 
+/// A session over the catalog in `dir`, with `src` (and `dim`) defined.
+async fn session(dir: &std::path::Path) -> MatviewSession {
+    let s = MatviewSession::open(
+        SessionContext::new(),
+        &dir.join("catalog").display().to_string(),
+    )
+    .await
+    .unwrap();
+    s.sql(&src_sql(dir)).await.unwrap();
+    s.sql(&dim_sql(dir)).await.unwrap();
+    s
+}
+
 /// Whether `EXPLAIN sql` shows a view answering part of it.
 async fn rewritten(s: &MatviewSession, sql: &str) -> bool {
     let batches = s
@@ -195,23 +208,25 @@ async fn sequence(seed: u64, steps: usize, queries: usize) -> Result<(usize, usi
     )
     .unwrap();
     let mut files: Vec<String> = vec![];
-    let (mut next_id, mut next_file) = (0, 0);
-    for _ in 0..2 {
-        let rows = 20 + rng.below(20);
+    // Ids go up across every file written.
+    let next_id = std::cell::Cell::new(0);
+    let write = |rng: &mut Rng, name: &str, rows: u64| {
+        std::fs::write(src.join(name), csv(rng, next_id.get(), rows)).unwrap();
+        next_id.set(next_id.get() + rows);
+    };
+    // Two files, then one more at each append.
+    let mut next_file = 0;
+    let mut append = |rng: &mut Rng, rows: u64, files: &mut Vec<String>| {
         let name = format!("f{next_file:04}.csv");
-        std::fs::write(src.join(&name), csv(&mut rng, next_id, rows)).unwrap();
-        next_id += rows;
+        write(rng, &name, rows);
         next_file += 1;
         files.push(name);
+    };
+    for _ in 0..2 {
+        let rows = 20 + rng.below(20);
+        append(&mut rng, rows, &mut files);
     }
-    let s = MatviewSession::open(
-        SessionContext::new(),
-        &dir.path().join("catalog").display().to_string(),
-    )
-    .await
-    .unwrap();
-    s.sql(&src_sql(dir.path())).await.unwrap();
-    s.sql(&dim_sql(dir.path())).await.unwrap();
+    let s = session(dir.path()).await;
     for (name, sql) in VIEWS {
         s.sql(&format!("CREATE MATERIALIZED VIEW {name} AS {sql}"))
             .await
@@ -224,11 +239,7 @@ async fn sequence(seed: u64, steps: usize, queries: usize) -> Result<(usize, usi
             match rng.below(4) {
                 0 => {
                     let rows = 1 + rng.below(15);
-                    let name = format!("f{next_file:04}.csv");
-                    std::fs::write(src.join(&name), csv(&mut rng, next_id, rows)).unwrap();
-                    next_id += rows;
-                    next_file += 1;
-                    files.push(name);
+                    append(&mut rng, rows, &mut files);
                 }
                 1 if files.len() > 1 => {
                     let i = rng.below(files.len() as u64) as usize;
@@ -237,8 +248,7 @@ async fn sequence(seed: u64, steps: usize, queries: usize) -> Result<(usize, usi
                 2 => {
                     let i = rng.below(files.len() as u64) as usize;
                     let rows = 1 + rng.below(20);
-                    std::fs::write(src.join(&files[i]), csv(&mut rng, next_id, rows)).unwrap();
-                    next_id += rows;
+                    write(&mut rng, &files[i], rows);
                 }
                 _ => {}
             }
@@ -341,15 +351,8 @@ async fn a_view_replaced_or_refreshed_elsewhere_answers_as_it_is_now() {
     std::fs::create_dir_all(&src).unwrap();
     let mut rng = Rng(7);
     std::fs::write(src.join("f0.csv"), csv(&mut rng, 0, 40)).unwrap();
-    let location = dir.path().join("catalog").display().to_string();
-    let open = || async {
-        let s = MatviewSession::open(SessionContext::new(), &location)
-            .await
-            .unwrap();
-        s.sql(&src_sql(dir.path())).await.unwrap();
-        s
-    };
-    let (a, b) = (open().await, open().await);
+    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    let (a, b) = (session(dir.path()).await, session(dir.path()).await);
     a.sql("CREATE MATERIALIZED VIEW v AS SELECT grp, sum(val) AS s FROM src GROUP BY grp")
         .await
         .unwrap();
@@ -405,13 +408,8 @@ async fn explain_verbose_says_why_a_view_was_not_used() {
     let src = dir.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
     std::fs::write(src.join("f0.csv"), csv(&mut Rng(3), 0, 20)).unwrap();
-    let s = MatviewSession::open(
-        SessionContext::new(),
-        &dir.path().join("catalog").display().to_string(),
-    )
-    .await
-    .unwrap();
-    s.sql(&src_sql(dir.path())).await.unwrap();
+    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    let s = session(dir.path()).await;
     for sql in [
         "CREATE MATERIALIZED VIEW big AS SELECT id, val FROM src WHERE val > 50",
         "CREATE MATERIALIZED VIEW by_grp AS SELECT grp, sum(val) AS s FROM src GROUP BY grp",
