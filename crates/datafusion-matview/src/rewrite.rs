@@ -565,22 +565,38 @@ impl QueryPlanner for Planner {
             return Ok(physical);
         };
         let marked = &explain.plan;
-        let plans = exec
-            .stringified_plans()
-            .iter()
-            .map(|p| {
-                if p.plan_type != PlanType::FinalLogicalPlan {
-                    return p.clone();
+        let mut plans: Vec<StringifiedPlan> = vec![];
+        if explain.explain_format == ExplainFormat::Tree {
+            // The tree shows the physical plan only: say which views
+            // answered above it.
+            let mut marks = vec![];
+            marked.apply_with_subqueries(|node| {
+                if let LogicalPlan::Extension(e) = node
+                    && let Some(mark) = e.node.as_any().downcast_ref::<MatviewRewrite>()
+                {
+                    marks.push(format!("MatviewRewrite: {}", mark.why));
                 }
-                let text = match explain.explain_format {
-                    ExplainFormat::Indent => marked.display_indent().to_string(),
-                    ExplainFormat::PostgresJSON => marked.display_pg_json().to_string(),
-                    ExplainFormat::Graphviz => marked.display_graphviz().to_string(),
-                    ExplainFormat::Tree => return p.clone(),
-                };
-                StringifiedPlan::new(PlanType::FinalLogicalPlan, text)
-            })
-            .collect();
+                Ok(TreeNodeRecursion::Continue)
+            })?;
+            if !marks.is_empty() {
+                plans.push(StringifiedPlan::new(
+                    PlanType::FinalLogicalPlan,
+                    marks.join("\n"),
+                ));
+            }
+        }
+        plans.extend(exec.stringified_plans().iter().map(|p| {
+            if p.plan_type != PlanType::FinalLogicalPlan {
+                return p.clone();
+            }
+            let text = match explain.explain_format {
+                ExplainFormat::Indent => marked.display_indent().to_string(),
+                ExplainFormat::PostgresJSON => marked.display_pg_json().to_string(),
+                ExplainFormat::Graphviz => marked.display_graphviz().to_string(),
+                ExplainFormat::Tree => return p.clone(),
+            };
+            StringifiedPlan::new(PlanType::FinalLogicalPlan, text)
+        }));
         Ok(Arc::new(ExplainExec::new(
             exec.schema(),
             plans,
