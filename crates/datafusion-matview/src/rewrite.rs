@@ -126,20 +126,16 @@ pub(crate) fn rewrite(
             if candidate.shape.block.tables != query.tables {
                 continue;
             }
-            let (exact, replacement) = match replace(&node, &query, &predicates, candidate) {
-                Ok(found) => found,
-                Err(why) => {
-                    report
-                        .rejected
-                        .push(format!("{}: {why}", candidate.display));
-                    continue;
-                }
-            };
-            if !report.matched.contains(&i) {
+            let found = replace(&node, &query, &predicates, candidate);
+            if found.is_ok() && !report.matched.contains(&i) {
                 report.matched.push(i);
             }
-            let why = match &candidate.usable {
-                Ok(why) => why,
+            // The shape must match, then the view be usable.
+            let (exact, replacement, why) = match found.and_then(|(exact, replacement)| {
+                let why = candidate.usable.as_ref().map_err(Clone::clone)?;
+                Ok((exact, replacement, why))
+            }) {
+                Ok(found) => found,
                 Err(why) => {
                     report
                         .rejected

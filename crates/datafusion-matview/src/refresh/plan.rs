@@ -611,6 +611,43 @@ pub(crate) fn full(
     })
 }
 
+/// How the changed table's files differ between its fingerprints (an
+/// empty file holds no rows: it is as if it were not there).
+pub(crate) struct FileChanges<'a> {
+    /// The files that hold rows now, by path.
+    pub after: BTreeMap<&'a str, &'a FileFingerprint>,
+    /// Files that held rows then, removed or rewritten since.
+    pub changed: BTreeSet<&'a str>,
+    /// Files that hold rows now and were not there then.
+    pub added: Vec<&'a str>,
+}
+
+impl<'a> FileChanges<'a> {
+    pub(crate) fn of(change: &Change<'a>) -> Self {
+        let before: BTreeMap<&str, &FileFingerprint> = non_empty(change.before)
+            .map(|f| (f.path.as_str(), f))
+            .collect();
+        let after: BTreeMap<&str, &FileFingerprint> = non_empty(change.after)
+            .map(|f| (f.path.as_str(), f))
+            .collect();
+        let changed = before
+            .iter()
+            .filter(|(path, f)| after.get(*path) != Some(*f))
+            .map(|(path, _)| *path)
+            .collect();
+        let added = after
+            .keys()
+            .filter(|p| !before.contains_key(*p))
+            .copied()
+            .collect();
+        FileChanges {
+            after,
+            changed,
+            added,
+        }
+    }
+}
+
 /// Why a refresh cannot compute only what changed in `source` when the
 /// planned query has no scan that is provably `source`: reading the "new
 /// files" of a scan it cannot find would read everything again.
@@ -640,23 +677,11 @@ pub(crate) fn choose(
         Ok(files) => files,
         Err(why) => return Ok(Strategy::Full(why)),
     };
-    // An empty file holds no rows: it is as if it were not there.
-    let before: BTreeMap<&str, &FileFingerprint> = non_empty(change.before)
-        .map(|f| (f.path.as_str(), f))
-        .collect();
-    let after: BTreeMap<&str, &FileFingerprint> = non_empty(change.after)
-        .map(|f| (f.path.as_str(), f))
-        .collect();
-    let changed: BTreeSet<&str> = before
-        .iter()
-        .filter(|(path, f)| after.get(*path) != Some(*f))
-        .map(|(path, _)| *path)
-        .collect();
-    let added: Vec<&str> = after
-        .keys()
-        .filter(|p| !before.contains_key(*p))
-        .copied()
-        .collect();
+    let FileChanges {
+        after,
+        changed,
+        added,
+    } = FileChanges::of(change);
     let removed = changed.iter().filter(|p| !after.contains_key(*p)).count();
     let rewritten = changed.len() - removed;
     let mut what = vec![];

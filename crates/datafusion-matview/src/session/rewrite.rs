@@ -178,13 +178,16 @@ impl MatviewSession {
                 .analyzer()
                 .execute_and_check(plan.clone(), state.config_options(), |_, _| {})?;
         let fingerprinter = self.fingerprinter();
+        // The defaults each plain view was created under, which its names
+        // are read under.
+        let views = self.created_under().clone();
         let mut candidates = vec![];
         let mut states = vec![];
         let mut rejected = vec![];
         for name in &entries {
             let display = self.display(name);
             match self
-                .candidate(name, &display, &state, &fingerprinter, config)
+                .candidate(name, &display, &state, &fingerprinter, &views, config)
                 .await
             {
                 Ok((candidate, view)) => {
@@ -197,7 +200,6 @@ impl MatviewSession {
         let defaults = (catalog.as_str(), schema.as_str());
         // Which views match a block, before their freshness is checked
         // (a listing each).
-        let views = self.created_under().clone();
         let (_, dry_run) =
             crate::rewrite::rewrite(analyzed.clone(), &candidates, defaults, &views)?;
         for i in dry_run.matched {
@@ -233,6 +235,7 @@ impl MatviewSession {
         display: &str,
         state: &datafusion::execution::SessionState,
         fingerprinter: &Fingerprinter<'_>,
+        views: &crate::rewrite::normal::ViewDefaults,
         config: &MatviewConfig,
     ) -> std::result::Result<(Candidate, Arc<ViewVersion>), String> {
         let view = self
@@ -280,8 +283,7 @@ impl MatviewSession {
                     entry.definition.default_catalog.as_str(),
                     entry.definition.default_schema.as_str(),
                 );
-                let views = self.created_under().clone();
-                let shape = Arc::new(Shape::of(&plan, defaults, &views)?);
+                let shape = Arc::new(Shape::of(&plan, defaults, views)?);
                 // Kept only if planned over the definitions the snapshot
                 // recorded.
                 let checked = self.usable(&view, state, fingerprinter, config).await;
@@ -420,23 +422,11 @@ impl MatviewSession {
         let entry = &view.view;
         let change = crate::refresh::decide::changed_table(diff, |n| self.display(n))
             .map_err(|why| why.to_string())?;
-        // Empty files hold no rows.
-        let rows = |files: &[crate::spec::FileFingerprint]| -> BTreeMap<String, crate::spec::FileFingerprint> {
-            files
-                .iter()
-                .filter(|f| f.size > 0)
-                .map(|f| (f.path.clone(), f.clone()))
-                .collect()
-        };
-        let (before, after) = (rows(change.before), rows(change.after));
-        if before.iter().any(|(path, f)| after.get(path) != Some(f)) {
+        let files = crate::refresh::plan::FileChanges::of(&change);
+        if !files.changed.is_empty() {
             return Err("files were removed or rewritten".into());
         }
-        let added: Vec<String> = after
-            .keys()
-            .filter(|p| !before.contains_key(*p))
-            .cloned()
-            .collect();
+        let added: Vec<String> = files.added.iter().map(|p| p.to_string()).collect();
         let table = self.display(&change.name);
         let provider = crate::resolve::registered(state.catalog_list(), &change.name)
             .await
