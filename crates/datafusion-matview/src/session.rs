@@ -621,10 +621,9 @@ impl MatviewSession {
         let state_ref = self.ctx.state_ref();
         let mut state = state_ref.write();
         let session_id = state.session_id().to_owned();
-        *state = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
-            .with_session_id(session_id)
-            .with_runtime_env(runtime)
-            .build();
+        *state = rebuilt(&state, |b| {
+            b.with_session_id(session_id).with_runtime_env(runtime)
+        });
     }
 
     /// [`Self::fork`] over another runtime: for example one whose object
@@ -636,9 +635,7 @@ impl MatviewSession {
         &self,
         runtime: Arc<datafusion::execution::runtime_env::RuntimeEnv>,
     ) -> Self {
-        let state = datafusion::execution::SessionStateBuilder::new_from_existing(self.ctx.state())
-            .with_runtime_env(runtime)
-            .build();
+        let state = rebuilt(&self.ctx.state(), |b| b.with_runtime_env(runtime));
         let ctx = SessionContext::new_with_state(state);
         self.family.join(&ctx);
         Self {
@@ -831,15 +828,60 @@ fn install_rewrite(ctx: &SessionContext) {
     let planner = Arc::new(crate::rewrite::Planner {
         inner: Arc::clone(state.query_planner()),
     });
-    let mut next = datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())
-        .with_session_id(session_id)
-        .with_query_planner(planner)
-        .build();
+    let mut next = rebuilt(&state, |b| {
+        b.with_session_id(session_id).with_query_planner(planner)
+    });
     next.config_mut()
         .options_mut()
         .extensions
         .insert(crate::rewrite::MatviewConfig::default());
     *state = next;
+}
+
+/// `state` rebuilt through DataFusion's builder with `edit`, its functions
+/// named as they were. The builder registers the functions again in the
+/// order of a hash map, each under its name and aliases: a function a user
+/// (or Spark's) registered over a built-in of the same name could lose
+/// that name to the built-in whose alias points at it (`date_trunc` to
+/// `datetrunc`'s), at random. Each name that now means another function
+/// is registered again until every name means what it did.
+fn rebuilt(
+    state: &datafusion::execution::SessionState,
+    edit: impl FnOnce(
+        datafusion::execution::SessionStateBuilder,
+    ) -> datafusion::execution::SessionStateBuilder,
+) -> datafusion::execution::SessionState {
+    use datafusion::execution::FunctionRegistry;
+    let mut next =
+        edit(datafusion::execution::SessionStateBuilder::new_from_existing(state.clone())).build();
+    /// The functions that some name of `then` no longer means in `now`.
+    fn moved<F>(then: &HashMap<String, Arc<F>>, now: &HashMap<String, Arc<F>>) -> Vec<Arc<F>> {
+        then.iter()
+            .filter(|(name, f)| !now.get(*name).is_some_and(|n| Arc::ptr_eq(n, f)))
+            .map(|(_, f)| Arc::clone(f))
+            .collect()
+    }
+    // Each pass settles at least the names of the functions it registers;
+    // a name can only be unsettled by a function that claims it too.
+    for _ in 0..8 {
+        let scalar = moved(state.scalar_functions(), next.scalar_functions());
+        let aggregate = moved(state.aggregate_functions(), next.aggregate_functions());
+        let window = moved(state.window_functions(), next.window_functions());
+        if scalar.is_empty() && aggregate.is_empty() && window.is_empty() {
+            return next;
+        }
+        for f in scalar {
+            let _ = next.register_udf(f);
+        }
+        for f in aggregate {
+            let _ = next.register_udaf(f);
+        }
+        for f in window {
+            let _ = next.register_udwf(f);
+        }
+    }
+    log::warn!("a session's functions could not all keep their names when it was rebuilt");
+    next
 }
 
 fn resolve_location(ctx: &SessionContext, location: &str) -> Result<(ObjectStoreUrl, Path)> {
@@ -876,6 +918,42 @@ fn resolve_location(ctx: &SessionContext, location: &str) -> Result<(ObjectStore
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A function registered over a built-in of the same name keeps the
+    /// name through `open`, `fork` and `replace_runtime`, which rebuild the
+    /// session's state (DataFusion's built-in `date_trunc` has the alias
+    /// `datetrunc`, which a rebuild could register over the user's).
+    #[tokio::test]
+    async fn functions_registered_over_built_ins_keep_their_names() {
+        use datafusion::arrow::datatypes::DataType;
+        use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+        let own = Arc::new(create_udf(
+            "date_trunc",
+            vec![DataType::Int64],
+            DataType::Int64,
+            Volatility::Immutable,
+            Arc::new(|args: &[ColumnarValue]| Ok(args[0].clone())),
+        ));
+        let is_own = |ctx: &SessionContext| {
+            let state = ctx.state();
+            let f = &state.scalar_functions()["date_trunc"];
+            (f.inner().as_ref() as &dyn std::any::Any)
+                .is::<datafusion::logical_expr::SimpleScalarUDF>()
+        };
+        // The rebuilt map's order differs from run to run: try often.
+        for _ in 0..20 {
+            let ctx = SessionContext::new();
+            ctx.register_udf(own.as_ref().clone());
+            assert!(is_own(&ctx));
+            let s = MatviewSession::open(ctx, "memory:///catalog")
+                .await
+                .unwrap();
+            assert!(is_own(s.context()), "open kept the user's date_trunc");
+            assert!(is_own(s.fork().context()), "fork kept it");
+            s.replace_runtime(s.context().runtime_env());
+            assert!(is_own(s.context()), "replace_runtime kept it");
+        }
+    }
 
     #[test]
     fn locations_split_into_store_and_root() {
