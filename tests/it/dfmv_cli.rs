@@ -657,7 +657,8 @@ fn a_location_and_names_with_quotes_are_remembered_as_written() {
             "{}n,total\nO'Brien,7\n{fetched}\
              n,total\nO'Brien,3\n{fetched}\
              view,mode,rows_written,version,rows_deleted,detail\n\
-             m,full,1,2,1,\"changed: x\"\"y; not incremental: column \"\"n\"\" is computed from aggregates\"\n{fetched}\
+             m,full,1,2,1,\"changed: x\"\"y; q\"\"t: 1 file(s) appended; the view filters or computes columns \
+             over its aggregate, and keeps no partial aggregates to recompute it from\"\n{fetched}\
              n,total\nO'Brien,7\n{fetched}",
             banner()
         )

@@ -49,6 +49,14 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT count(*) AS n, sum(id) AS s, avg(val) AS a FROM src",
     ),
     (
+        "having",
+        "SELECT grp, count(*) AS c, max(val) AS hi FROM src GROUP BY grp HAVING count(*) > 3 AND min(val) < 60",
+    ),
+    (
+        "over_aggregates",
+        "SELECT id % 3 AS k, sum(val) / count(*) AS mean, max(val) - min(val) AS spread, avg(val) + 1 AS a1 FROM src GROUP BY id % 3, grp",
+    ),
+    (
         "distinct_count",
         "SELECT grp, count(DISTINCT tags) AS d FROM src GROUP BY grp",
     ),
@@ -586,7 +594,14 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
         }
         // Removals and rewrites under an aggregate over one table
         // recompute only the partial aggregates of the files they touched.
-        for view in ["grouped", "grouped_expr", "totals", "distinct_rows"] {
+        for view in [
+            "grouped",
+            "grouped_expr",
+            "totals",
+            "distinct_rows",
+            "having",
+            "over_aggregates",
+        ] {
             assert!(
                 count(&format!("{view}:regrouping")) > 0,
                 "{view} never recomputed partial aggregates: {modes:?}"

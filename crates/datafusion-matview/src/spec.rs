@@ -352,7 +352,9 @@ pub struct Snapshot {
     /// state computed from those files alone. Queries never read them; a
     /// refresh after files were removed or rewritten recomputes only the
     /// partials whose files changed and merges them with the others.
-    /// Their columns are the view's and its state columns.
+    /// Their columns are the view's and its state columns; for a view that
+    /// filters or computes over its aggregate, the aggregate's own columns
+    /// and state (see `refresh::plan::shape::Post`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partials: Vec<DataFile>,
 }

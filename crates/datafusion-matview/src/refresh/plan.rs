@@ -32,6 +32,10 @@
 //!   or rewritten files then recompute only the partials of their groups,
 //!   and the view is the merge of all partials. Without partials, removals
 //!   cannot be taken back out of an aggregate, so they recompute the view.
+//!   A view that filters or computes over its aggregate (`HAVING`,
+//!   `sum(a) / count(*)`, a key it does not output) keeps the aggregate
+//!   itself in its partials and applies the rest to their merge, on every
+//!   change; without partials it is recomputed.
 //!
 //! Everything else recomputes the view, with the reason: other shapes
 //! (sort, limit, distinct, window, set operations, subqueries over the
@@ -577,9 +581,16 @@ pub(crate) fn full(
                     ..Default::default()
                 });
             }
+            // Without partials, a view that computes over its aggregate
+            // is its query, and a later refresh recomputes it.
+            let plan = if aggregation.computes_over_aggregate() {
+                plan
+            } else {
+                aggregation.plan.clone()
+            };
             return Ok(Write {
                 parts: vec![Part {
-                    plan: aggregation.plan.clone(),
+                    plan,
                     lineage: None,
                 }],
                 state_columns: aggregation.state_columns.clone(),
@@ -753,6 +764,9 @@ pub(crate) fn choose(
                         force,
                     },
                 );
+            }
+            if aggregation.computes_over_aggregate() {
+                return Ok(Strategy::Full(FullReason::NoPartials { change: what }));
             }
             if !changed.is_empty() {
                 return Ok(Strategy::Full(FullReason::RowsRemovedFromAggregate {

@@ -10,18 +10,10 @@ use super::decide::Estimate;
 /// changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum NotIncremental {
-    /// An output column is computed from aggregates (`count(*) + 1`).
-    ComputedFromAggregates {
-        /// The column.
-        column: String,
-    },
     /// `GROUPING SETS`, `ROLLUP` or `CUBE`.
     GroupingSets,
-    /// A grouping key is not an output column.
-    KeyNotOutput {
-        /// The key, as DataFusion names it.
-        key: String,
-    },
+    /// A subquery in `HAVING` or in a column computed from aggregates.
+    SubqueryOverAggregate,
     /// An aggregate expression that is not a plain call.
     AggregateExpression,
     /// `f(DISTINCT ...)`.
@@ -79,11 +71,8 @@ impl fmt::Display for NotIncremental {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("not incremental: ")?;
         match self {
-            Self::ComputedFromAggregates { column } => {
-                write!(f, "column \"{column}\" is computed from aggregates")
-            }
             Self::GroupingSets => f.write_str("GROUPING SETS, ROLLUP or CUBE"),
-            Self::KeyNotOutput { key } => write!(f, "GROUP BY {key} is not a column of the view"),
+            Self::SubqueryOverAggregate => f.write_str("a subquery over the aggregate"),
             Self::AggregateExpression => f.write_str("an aggregate expression"),
             Self::Distinct { function } => write!(f, "{function}(DISTINCT ...) cannot be merged"),
             Self::Ordered { function } => {
@@ -169,6 +158,12 @@ pub(crate) enum FullReason {
     },
     /// The current data holds no aggregate state to merge into.
     NoStateToMerge,
+    /// The view computes over its aggregate (`HAVING`, expressions of
+    /// aggregates) and keeps no partial aggregates to merge.
+    NoPartials {
+        /// What changed.
+        change: String,
+    },
     /// The table changed in another way than files appended.
     SourceChanged {
         /// The table.
@@ -244,6 +239,10 @@ impl fmt::Display for FullReason {
                 write!(f, "{change}; rows cannot be taken back out of an aggregate")
             }
             Self::NoStateToMerge => f.write_str("the current data holds no state to merge into"),
+            Self::NoPartials { change } => write!(
+                f,
+                "{change}; the view filters or computes columns over its aggregate, and keeps no partial aggregates to recompute it from"
+            ),
             Self::SourceChanged { source } => write!(f, "{source} changed"),
             Self::MostlyNew { change, .. } => write!(f, "{change}, more than half of it"),
             Self::LineageOfOneTableOnly { change } => {

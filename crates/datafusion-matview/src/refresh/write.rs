@@ -103,8 +103,14 @@ pub(crate) async fn write_snapshot(
         // Partial aggregates first: the view's data may be their merge.
         let mut new_partials = vec![];
         let mut parts = parts;
-        if !partials.parts.is_empty() {
-            new_partials = writer.write(partials.parts, progress, &[]).await?;
+        if let Some(first) = partials.parts.first() {
+            // Partials of a view that computes over its aggregate hold the
+            // aggregate's columns, not the view's: their statistics are
+            // read as what they hold.
+            let columns = Arc::new(first.plan.schema().as_arrow().clone());
+            new_partials = writer
+                .write(partials.parts, progress, &[], &columns)
+                .await?;
         }
         if let Some(merge) = &partials.merge {
             parts = vec![Part {
@@ -113,7 +119,9 @@ pub(crate) async fn write_snapshot(
             }];
         }
         let progress = progress.filter(|_| new_partials.is_empty());
-        let data = writer.write(parts, progress, &new_partials).await?;
+        let data = writer
+            .write(parts, progress, &new_partials, &writer.schema)
+            .await?;
         Ok(Produced {
             data,
             partials: partials.keep.into_iter().chain(new_partials).collect(),
@@ -205,7 +213,8 @@ impl Reads {
 
 impl PartWriter<'_> {
     /// Runs `parts` and returns the files they wrote, each with its part's
-    /// lineage: the directory's Parquet files but those already `written`.
+    /// lineage: the directory's Parquet files but those already `written`,
+    /// with statistics of their `columns`.
     ///
     /// Each part writes files into the directory (as many as DataFusion's
     /// writer makes), named afresh by every execution, so a task that runs
@@ -221,6 +230,7 @@ impl PartWriter<'_> {
         parts: Vec<Part>,
         progress: Option<(&str, &Arc<dyn ProgressListener>)>,
         written: &[DataFile],
+        columns: &SchemaRef,
     ) -> Result<Vec<DataFile>> {
         let (catalog, state) = (self.catalog, self.state);
         let lineage: Vec<Option<Vec<String>>> = parts.iter().map(|p| p.lineage.clone()).collect();
@@ -273,7 +283,7 @@ impl PartWriter<'_> {
             .collect();
         let known: std::collections::HashSet<&str> =
             written.iter().map(|f| f.path.as_str()).collect();
-        let mut files = list_snapshot_files(catalog, self.dir, &self.schema).await?;
+        let mut files = list_snapshot_files(catalog, self.dir, columns).await?;
         files.retain(|(f, _)| !known.contains(f.path.as_str()));
         claim(self.dir, files, &expected_rows, &lineage, &attributed)
     }

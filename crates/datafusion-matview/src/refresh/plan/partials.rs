@@ -221,11 +221,18 @@ pub(super) fn from_partials(
     }
     let parts = per_group(&aggregation.plan, provider, readable, groups)?;
     let kept: Vec<DataFile> = kept.into_iter().cloned().collect();
-    // Only appended: the current data already merges every kept partial.
-    let (with, detail) = if evicted.is_empty() {
+    // Only appended: the current data already merges every kept partial,
+    // unless the view computes over its aggregate (its data has lost
+    // what HAVING filtered out, and the aggregates' own values).
+    let (with, detail) = if evicted.is_empty() && !aggregation.computes_over_aggregate() {
         (
             snapshot.files.clone(),
             format!("{what}; merged into the existing groups"),
+        )
+    } else if evicted.is_empty() {
+        (
+            kept.clone(),
+            format!("{what}; merged with the {} kept partial(s)", kept.len()),
         )
     } else {
         let dropped = evicted.len() - recomputed;

@@ -2,6 +2,7 @@
 //! aggregate whose outputs can be merged (and how).
 
 use super::*;
+use datafusion::common::TableReference;
 use datafusion::common::tree_node::TreeNode;
 
 /// The shape of a view's query, as far as refreshing it is concerned.
@@ -33,16 +34,71 @@ pub(super) enum Merge {
 }
 
 /// A view whose query ends in an aggregate that can be merged.
+///
+/// Most such views output the aggregate's keys and values as they are:
+/// then `plan` is the view's query returning the state columns after its
+/// own, and pieces of it merge into the view's data directly. A view that
+/// computes over its aggregates — `HAVING`, expressions of aggregates
+/// (`sum(a) / count(*)`), keys it does not output — has a [`Post`]: then
+/// `plan` returns the aggregate's own columns (named `__dfmv_p<j>`) and
+/// state, which only its partial aggregates hold, and the view's data is
+/// `post` applied to their merge.
 #[derive(Debug, Clone)]
 pub(crate) struct Aggregation {
-    /// The view's query, also returning the state columns after its own.
+    /// What one piece of the view computes (see above).
     pub plan: LogicalPlan,
     /// The aggregate's input.
     pub(super) input: Arc<LogicalPlan>,
     /// Per column of `plan`.
     pub(super) merges: Vec<Merge>,
-    /// Names of the state columns.
+    /// Names of the state columns the view's data files hold after its
+    /// own (none with a [`Post`]: its state is in its partials alone).
     pub state_columns: Vec<String>,
+    /// What the view computes over the merged aggregate, if anything.
+    pub(super) post: Option<Post>,
+}
+
+/// The part of a view's query above its aggregate that is more than a
+/// choice of columns: filters (`HAVING`), computed columns, aliases.
+/// Row-wise over the aggregate's output, so it applies as well to the
+/// merge of partial aggregates as to the aggregate itself.
+#[derive(Debug, Clone)]
+pub(super) struct Post {
+    /// The nodes above the aggregate, top first.
+    chain: Vec<LogicalPlan>,
+    /// The aggregate's output columns, which `chain` reads, by qualifier
+    /// and name.
+    fields: Vec<(Option<TableReference>, String)>,
+}
+
+impl Post {
+    /// `chain` over `merged`, whose first columns are the aggregate's, in
+    /// order (state columns may follow).
+    fn apply(&self, merged: LogicalPlan) -> Result<LogicalPlan> {
+        let schema = Arc::clone(merged.schema());
+        let exprs: Vec<Expr> = self
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(j, (qualifier, name))| {
+                Expr::Column(Column::from(schema.qualified_field(j)))
+                    .alias_qualified(qualifier.clone(), name)
+            })
+            .collect();
+        let mut plan = LogicalPlanBuilder::from(merged).project(exprs)?.build()?;
+        for node in self.chain.iter().rev() {
+            plan = node.with_new_exprs(node.expressions(), vec![plan])?;
+        }
+        Ok(plan)
+    }
+}
+
+impl Aggregation {
+    /// Whether the view computes over its aggregate (see [`Post`]): its
+    /// data can then only be made from partial aggregates.
+    pub(super) fn computes_over_aggregate(&self) -> bool {
+        self.post.is_some()
+    }
 }
 
 impl Shape {
@@ -56,6 +112,8 @@ impl Shape {
             match node {
                 LogicalPlan::Projection(p) => node = &p.input,
                 LogicalPlan::SubqueryAlias(a) => node = &a.input,
+                // HAVING, or a WHERE over a subquery that aggregates.
+                LogicalPlan::Filter(f) => node = &f.input,
                 LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(Distinct::All(_)) => break,
                 _ => return Shape::Rows,
             }
@@ -92,7 +150,9 @@ fn distinct_as_aggregate(plan: &LogicalPlan) -> Result<LogicalPlan> {
                 TreeNodeRecursion::Stop,
             ))
         }
-        LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) => Ok(Transformed::no(node)),
+        LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) | LogicalPlan::Filter(_) => {
+            Ok(Transformed::no(node))
+        }
         // Below the top: left as it is.
         other => Ok(Transformed::new(other, false, TreeNodeRecursion::Jump)),
     })?;
@@ -108,30 +168,43 @@ pub(super) fn unalias(expr: &Expr) -> &Expr {
     }
 }
 
-/// Analyses a plan known to end in projections over an aggregate.
-pub(super) fn aggregation(
-    plan: &LogicalPlan,
-) -> Result<std::result::Result<Aggregation, NotIncremental>> {
-    let width = plan.schema().fields().len();
-    // Position of each output column in the current node's output.
-    let mut map: Vec<usize> = (0..width).collect();
-    let mut node = plan;
-    let aggregate = loop {
+/// Where each output column of `plan` is in the output of the aggregate
+/// at the end of `chain` (the nodes above it, top first), when they only
+/// choose and rename columns; `None` when they compute or filter.
+fn chosen_columns(plan: &LogicalPlan, chain: &[&LogicalPlan]) -> Result<Option<Vec<usize>>> {
+    let mut map: Vec<usize> = (0..plan.schema().fields().len()).collect();
+    for node in chain {
         match node {
             LogicalPlan::Projection(p) => {
                 let mut next = Vec::with_capacity(map.len());
                 for &i in &map {
                     let Expr::Column(c) = unalias(&p.expr[i]) else {
-                        return Ok(Err(NotIncremental::ComputedFromAggregates {
-                            column: plan.schema().field(next.len()).name().clone(),
-                        }));
+                        return Ok(None);
                     };
                     next.push(p.input.schema().index_of_column(c)?);
                 }
                 map = next;
-                node = &p.input;
             }
-            LogicalPlan::SubqueryAlias(a) => node = &a.input,
+            LogicalPlan::SubqueryAlias(_) => {}
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(map))
+}
+
+/// Analyses a plan known to end in projections, filters and aliases over
+/// an aggregate.
+pub(super) fn aggregation(
+    plan: &LogicalPlan,
+) -> Result<std::result::Result<Aggregation, NotIncremental>> {
+    let mut chain = vec![];
+    let mut node = plan;
+    let aggregate = loop {
+        match node {
+            LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) | LogicalPlan::Filter(_) => {
+                chain.push(node);
+                node = node.inputs()[0];
+            }
             LogicalPlan::Aggregate(a) => break a,
             _ => unreachable!("Shape::of checked the plan ends in an aggregate"),
         }
@@ -144,12 +217,41 @@ pub(super) fn aggregation(
         return Ok(Err(NotIncremental::GroupingSets));
     }
     let keys = aggregate.group_expr.len();
-    if let Some(k) = (0..keys).find(|k| !map.contains(k)) {
-        return Ok(Err(NotIncremental::KeyNotOutput {
-            key: aggregate.group_expr[k].schema_name().to_string(),
-        }));
-    }
     let agg_schema = Arc::clone(&aggregate.schema);
+    // The view's columns are the aggregate's own (keys all there): plain.
+    // Otherwise a post part computes the view from all of them.
+    let (map, post) = match chosen_columns(plan, &chain)? {
+        Some(map) if (0..keys).all(|k| map.contains(&k)) => (map, None),
+        _ => {
+            let mut subquery = false;
+            for node in &chain {
+                node.apply_subqueries(|_| {
+                    subquery = true;
+                    Ok(TreeNodeRecursion::Stop)
+                })?;
+            }
+            if subquery {
+                return Ok(Err(NotIncremental::SubqueryOverAggregate));
+            }
+            let fields = agg_schema
+                .iter()
+                .map(|(qualifier, field)| (qualifier.cloned(), field.name().clone()))
+                .collect();
+            let post = Post {
+                chain: chain.iter().map(|n| (*n).clone()).collect(),
+                fields,
+            };
+            ((0..agg_schema.fields().len()).collect(), Some(post))
+        }
+    };
+    let width = map.len();
+    // The name of output column `i` of one piece.
+    let name_of = |i: usize| -> String {
+        match post {
+            None => plan.schema().field(i).name().clone(),
+            Some(_) => format!("__dfmv_p{i}"),
+        }
+    };
     let mut merges = Vec::with_capacity(width + 2);
     let mut state_exprs = vec![];
     let mut state_columns = vec![];
@@ -179,17 +281,18 @@ pub(super) fn aggregation(
                         output: output.to_string(),
                     }));
                 }
-                let column = plan.schema().field(i).name();
                 let (sum_name, count_name) =
                     (format!("__dfmv_sum_{i}"), format!("__dfmv_count_{i}"));
-                if plan
-                    .schema()
-                    .fields()
-                    .iter()
-                    .any(|f| f.name() == &sum_name || f.name() == &count_name)
+                // With a post part, every column of a piece is named here.
+                if post.is_none()
+                    && plan
+                        .schema()
+                        .fields()
+                        .iter()
+                        .any(|f| f.name() == &sum_name || f.name() == &count_name)
                 {
                     return Ok(Err(NotIncremental::StateNameTaken {
-                        column: column.clone(),
+                        column: plan.schema().field(i).name().clone(),
                     }));
                 }
                 for (udaf, state) in [(sum_udaf(), &sum_name), (count_udaf(), &count_name)] {
@@ -232,7 +335,7 @@ pub(super) fn aggregation(
     let exprs: Vec<Expr> = map
         .iter()
         .enumerate()
-        .map(|(i, &j)| column(j).alias(plan.schema().field(i).name()))
+        .map(|(i, &j)| column(j).alias(name_of(i)))
         .chain(
             state_columns
                 .iter()
@@ -240,14 +343,20 @@ pub(super) fn aggregation(
                 .map(|(k, name)| column(first_state + k).alias(name)),
         )
         .collect();
-    let plan = LogicalPlanBuilder::from(with_state)
+    let pieces = LogicalPlanBuilder::from(with_state)
         .project(exprs)?
         .build()?;
     Ok(Ok(Aggregation {
-        plan,
+        plan: pieces,
         input: Arc::clone(&aggregate.input),
         merges,
-        state_columns,
+        // With a post part the view's data holds no state.
+        state_columns: if post.is_some() {
+            vec![]
+        } else {
+            state_columns
+        },
+        post,
     }))
 }
 
@@ -275,8 +384,9 @@ impl Aggregation {
         self.merge_rows(scan)
     }
 
-    /// Groups `both` (rows of the view's columns and state columns, one
-    /// per group and piece) by the keys and merges each column.
+    /// Groups `both` (rows of the columns of `plan`, one per group and
+    /// piece) by the keys and merges each column; with a post part, then
+    /// applies it.
     fn merge_rows(&self, both: LogicalPlan) -> Result<LogicalPlan> {
         let input = Arc::clone(both.schema());
         let column = |i: usize| Expr::Column(Column::from(input.qualified_field(i)));
@@ -328,6 +438,10 @@ impl Aggregation {
             };
             exprs.push(value.alias(field.name()));
         }
-        Ok(LogicalPlanBuilder::from(merged).project(exprs)?.build()?)
+        let merged = LogicalPlanBuilder::from(merged).project(exprs)?.build()?;
+        match &self.post {
+            Some(post) => post.apply(merged),
+            None => Ok(merged),
+        }
     }
 }
