@@ -1085,7 +1085,7 @@ async fn freshness_follows_the_sources_and_skips_unchanged_refreshes() {
         (
             "full".into(),
             4,
-            "changed: people; people: 1 file(s) rewritten; recomputing would read more than half of it"
+            "changed: people; people: 1 file(s) rewritten; computing only that would cost 62% of recomputing"
                 .into()
         )
     );

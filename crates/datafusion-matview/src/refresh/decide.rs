@@ -173,43 +173,115 @@ pub(crate) fn changed_table<'a>(
     }
 }
 
-/// What an incremental refresh would read of the changed table against
-/// what a full one reads: the numbers the cost rule compares, which
-/// `EXPLAIN REFRESH` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an incremental refresh would cost against a full one, in bytes
+/// read and written: the numbers the cost rule compares, which `EXPLAIN
+/// REFRESH` shows. Both run the same query engine over the same kind of
+/// files, so a byte costs about the same in either; what differs is how
+/// many. An incremental refresh reads what changed of the changed table
+/// (the groups of files it touched), reads the stored data it merges
+/// with (the view's groups, or its partial aggregates) and writes its
+/// output; a full one reads the whole table and writes the whole view.
+/// A view as large as its source (many groups) makes merging cost what
+/// recomputing does, and the rule then picks full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Estimate {
     /// Bytes of the changed table's files an incremental refresh reads.
     pub read: u64,
-    /// Bytes of all its files, which a full refresh reads.
+    /// Bytes of stored data (the view's, or its partials) it reads to
+    /// merge with.
+    pub merged: u64,
+    /// Bytes it writes (estimated from the view's size).
+    pub written: u64,
+    /// Bytes of all the changed table's files, which a full refresh reads.
     pub total: u64,
+    /// Bytes of the view's data now: about what a full refresh writes.
+    pub view: u64,
 }
 
+/// A view this small costs little to merge or write next to reading its
+/// sources; its bytes (mostly Parquet's fixed overhead when it is tiny)
+/// are left out of both costs, which then compare bytes read.
+const SMALL_VIEW: u64 = 8 << 20;
+
 impl Estimate {
-    /// The cost rule: an incremental refresh that must read `read` bytes
-    /// of a table of `total` bytes is worth it only when that is at most
-    /// half of the table; beyond that, reading the change and merging it
-    /// costs about what recomputing does, and a full refresh also leaves
-    /// tidier files.
-    pub(crate) fn incremental_wins(&self) -> bool {
-        self.total == 0 || self.read * 2 <= self.total
+    /// Whether the view's size counts (see [`SMALL_VIEW`]).
+    fn counts_view(&self) -> bool {
+        self.view > SMALL_VIEW
     }
 
-    /// In words, for `EXPLAIN REFRESH`: both sizes, the share, and which
-    /// the rule picks.
-    pub(crate) fn describe(&self) -> String {
-        let share = if self.total == 0 {
+    /// What an incremental refresh costs, in bytes read and written.
+    pub(crate) fn incremental(&self) -> u64 {
+        if self.counts_view() {
+            self.read + self.merged + self.written
+        } else {
+            self.read
+        }
+    }
+
+    /// What a full refresh costs, in bytes read and written.
+    pub(crate) fn full(&self) -> u64 {
+        if self.counts_view() {
+            self.total + self.view
+        } else {
+            self.total
+        }
+    }
+
+    /// `bytes` of a view of `view` bytes computed from `read` of `total`
+    /// source bytes: the share of the view that much of the source makes,
+    /// assuming rows spread evenly.
+    pub(crate) fn share_of(view: u64, read: u64, total: u64) -> u64 {
+        if total == 0 {
+            return 0;
+        }
+        (u128::from(view) * u128::from(read.min(total)) / u128::from(total)) as u64
+    }
+
+    /// The cost rule: incremental only when it costs at most half of a
+    /// full refresh. Between half and the same cost, the estimate's
+    /// errors (rows spread unevenly, merges that spill) can make the
+    /// incremental refresh the slower one, and a full refresh also leaves
+    /// the view in fewer, tidier files.
+    pub(crate) fn incremental_wins(&self) -> bool {
+        self.full() == 0 || self.incremental() * 2 <= self.full()
+    }
+
+    /// The incremental cost as a percentage of the full one.
+    pub(crate) fn share(&self) -> f64 {
+        if self.full() == 0 {
             0.0
         } else {
-            self.read as f64 * 100.0 / self.total as f64
-        };
+            self.incremental() as f64 * 100.0 / self.full() as f64
+        }
+    }
+
+    /// In words, for `EXPLAIN REFRESH`: both costs and what makes them,
+    /// the share, and which the rule picks.
+    pub(crate) fn describe(&self) -> String {
         let picks = if self.incremental_wins() {
             "incremental"
         } else {
             "full"
         };
+        if !self.counts_view() {
+            return format!(
+                "incremental reads {} bytes, full reads {} ({:.1}%); the cost rule (at most 50%) picks {picks}",
+                self.read,
+                self.total,
+                self.share()
+            );
+        }
         format!(
-            "incremental reads {} bytes, full reads {} ({share:.1}%); the cost rule (at most 50%) picks {picks}",
-            self.read, self.total
+            "incremental {} bytes (reads {} of the table, merges {} stored, writes {}), \
+             full {} bytes (reads {}, writes {}): {:.1}%; the cost rule (at most 50%) picks {picks}",
+            self.incremental(),
+            self.read,
+            self.merged,
+            self.written,
+            self.full(),
+            self.total,
+            self.view,
+            self.share()
         )
     }
 }
@@ -310,15 +382,55 @@ mod tests {
     }
 
     #[test]
-    fn the_cost_rule_stops_at_half_the_table() {
-        let wins = |read, total| Estimate { read, total }.incremental_wins();
-        assert!(wins(0, 0));
-        assert!(wins(10, 0));
-        assert!(wins(50, 100));
-        assert!(!wins(51, 100));
+    fn the_cost_rule_stops_at_half_of_a_full_refresh() {
+        let rows = |read, total| Estimate {
+            read,
+            total,
+            ..Default::default()
+        };
+        assert!(rows(0, 0).incremental_wins());
+        assert!(rows(50, 100).incremental_wins());
+        assert!(!rows(51, 100).incremental_wins());
+        const MIB: u64 = 1 << 20;
+        // Appending 10% to an aggregate of 10 MiB over 1000 MiB: cheap.
+        let small = Estimate {
+            read: 100 * MIB,
+            merged: 10 * MIB,
+            written: 10 * MIB,
+            total: 1000 * MIB,
+            view: 10 * MIB,
+        };
+        assert!(small.incremental_wins());
         assert_eq!(
-            Estimate { read: 1, total: 8 }.describe(),
+            small.describe(),
+            "incremental 125829120 bytes (reads 104857600 of the table, merges 10485760 stored, \
+             writes 10485760), full 1059061760 bytes (reads 1048576000, writes 10485760): 11.9%; \
+             the cost rule (at most 50%) picks incremental"
+        );
+        // The same append to a view about as large as its source: merging
+        // reads and writes the whole view, which costs what recomputing does.
+        let large = Estimate {
+            merged: 900 * MIB,
+            written: 900 * MIB,
+            view: 900 * MIB,
+            ..small
+        };
+        assert!(!large.incremental_wins());
+        // A view of a few megabytes: its bytes are left out.
+        let tiny = Estimate {
+            read: 1,
+            merged: 5000,
+            written: 5000,
+            total: 8,
+            view: 5000,
+        };
+        assert!(tiny.incremental_wins());
+        assert_eq!(
+            tiny.describe(),
             "incremental reads 1 bytes, full reads 8 (12.5%); the cost rule (at most 50%) picks incremental"
         );
+        assert_eq!(Estimate::share_of(1000, 10, 100), 100);
+        assert_eq!(Estimate::share_of(1000, 10, 0), 0);
+        assert_eq!(Estimate::share_of(u64::MAX, u64::MAX, u64::MAX), u64::MAX);
     }
 }

@@ -721,8 +721,9 @@ pub(crate) fn choose(
             },
             detail: format!("{source}: only empty files changed; nothing to recompute"),
             estimate: Estimate {
-                read: 0,
                 total: after.values().map(|f| f.size).sum(),
+                view: snapshot.size_bytes,
+                ..Default::default()
             },
         })
     };
@@ -732,7 +733,7 @@ pub(crate) fn choose(
         paths.filter_map(|p| after.get(p)).map(|f| f.size).sum()
     };
     let total = size_of(&mut after.keys().copied());
-    let estimate = |read: u64| Estimate { read, total };
+    let view = snapshot.size_bytes;
 
     match shape {
         Shape::Other(why) => Ok(Strategy::Full(why.clone().into())),
@@ -779,9 +780,16 @@ pub(crate) fn choose(
                 }));
             }
             let added_bytes = size_of(&mut added.iter().copied());
-            let estimate = estimate(added_bytes);
+            // The merge reads the view's groups and writes them all again.
+            let estimate = Estimate {
+                read: added_bytes,
+                merged: view,
+                written: view,
+                total,
+                view,
+            };
             if !force && !estimate.incremental_wins() {
-                return Ok(Strategy::Full(FullReason::MostlyNew {
+                return Ok(Strategy::Full(FullReason::NotCheaper {
                     change: what,
                     estimate,
                 }));
@@ -840,9 +848,16 @@ pub(crate) fn choose(
                 .chain(added.iter().copied())
                 .collect();
             let read_bytes = size_of(&mut read.iter().copied());
-            let estimate = estimate(read_bytes);
+            // Row-wise: the rows written are those of what is read.
+            let estimate = Estimate {
+                read: read_bytes,
+                merged: 0,
+                written: Estimate::share_of(view, read_bytes, total),
+                total,
+                view,
+            };
             if !force && !estimate.incremental_wins() {
-                return Ok(Strategy::Full(FullReason::MostlyReread {
+                return Ok(Strategy::Full(FullReason::NotCheaper {
                     change: what,
                     estimate,
                 }));

@@ -169,8 +169,9 @@ pub(crate) enum FullReason {
         /// The table.
         source: String,
     },
-    /// The appended files are more than half of the table.
-    MostlyNew {
+    /// Computing only what changed would cost more than half of what
+    /// recomputing does.
+    NotCheaper {
         /// What changed.
         change: String,
         /// What the cost rule compared.
@@ -185,13 +186,6 @@ pub(crate) enum FullReason {
     NoLineage {
         /// What changed.
         change: String,
-    },
-    /// Recomputing what changed would read more than half of the table.
-    MostlyReread {
-        /// What changed.
-        change: String,
-        /// What the cost rule compared.
-        estimate: Estimate,
     },
     /// No file of the table is left.
     NothingLeft {
@@ -244,14 +238,15 @@ impl fmt::Display for FullReason {
                 "{change}; the view filters or computes columns over its aggregate, and keeps no partial aggregates to recompute it from"
             ),
             Self::SourceChanged { source } => write!(f, "{source} changed"),
-            Self::MostlyNew { change, .. } => write!(f, "{change}, more than half of it"),
+            Self::NotCheaper { change, estimate } => write!(
+                f,
+                "{change}; computing only that would cost {:.0}% of recomputing",
+                estimate.share()
+            ),
             Self::LineageOfOneTableOnly { change } => {
                 write!(f, "{change}; lineage is kept only for views over one table")
             }
             Self::NoLineage { change } => write!(f, "{change}; the current data has no lineage"),
-            Self::MostlyReread { change, .. } => {
-                write!(f, "{change}; recomputing would read more than half of it")
-            }
             Self::NothingLeft { change } => write!(f, "{change}; no file of it is left"),
             Self::PartialsFragmented { change, pieces } => write!(
                 f,
@@ -265,9 +260,7 @@ impl FullReason {
     /// What the cost rule compared, when it is what ruled incremental out.
     pub(crate) fn estimate(&self) -> Option<Estimate> {
         match self {
-            Self::MostlyNew { estimate, .. } | Self::MostlyReread { estimate, .. } => {
-                Some(*estimate)
-            }
+            Self::NotCheaper { estimate, .. } => Some(*estimate),
             _ => None,
         }
     }

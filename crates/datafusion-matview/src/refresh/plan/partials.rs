@@ -202,29 +202,35 @@ pub(super) fn from_partials(
         .filter_map(|p| delta.after.get(p.as_str()))
         .map(|f| f.size)
         .sum();
+    let total = delta.after.values().map(|f| f.size).sum();
+    // Only appended: the current data already merges every kept partial,
+    // unless the view computes over its aggregate (its data has lost
+    // what HAVING filtered out, and the aggregates' own values).
+    let into_current = evicted.is_empty() && !aggregation.computes_over_aggregate();
+    // Recomputed partials cost about their share of all partials; the
+    // merge then reads what it merges with and writes the whole view.
+    let with_bytes: u64 = if into_current {
+        snapshot.size_bytes
+    } else {
+        kept.iter().map(|f| f.size).sum()
+    };
+    let partial_bytes: u64 = snapshot.partials.iter().map(|f| f.size).sum();
     let estimate = Estimate {
         read: read_bytes,
-        total: delta.after.values().map(|f| f.size).sum(),
+        merged: with_bytes,
+        written: snapshot.size_bytes + Estimate::share_of(partial_bytes, read_bytes, total),
+        total,
+        view: snapshot.size_bytes,
     };
     if !delta.force && !estimate.incremental_wins() {
-        return Ok(Strategy::Full(if evicted.is_empty() {
-            FullReason::MostlyNew {
-                change: what,
-                estimate,
-            }
-        } else {
-            FullReason::MostlyReread {
-                change: what,
-                estimate,
-            }
+        return Ok(Strategy::Full(FullReason::NotCheaper {
+            change: what,
+            estimate,
         }));
     }
     let parts = per_group(&aggregation.plan, provider, readable, groups)?;
     let kept: Vec<DataFile> = kept.into_iter().cloned().collect();
-    // Only appended: the current data already merges every kept partial,
-    // unless the view computes over its aggregate (its data has lost
-    // what HAVING filtered out, and the aggregates' own values).
-    let (with, detail) = if evicted.is_empty() && !aggregation.computes_over_aggregate() {
+    let (with, detail) = if into_current {
         (
             snapshot.files.clone(),
             format!("{what}; merged into the existing groups"),
@@ -247,13 +253,12 @@ pub(super) fn from_partials(
         );
         (kept.clone(), detail)
     };
-    let merged_bytes: u64 = with.iter().map(|f| f.size).sum();
     Ok(Strategy::Incremental {
         write: Write {
             parts: vec![],
             keep: vec![],
             state_columns: aggregation.state_columns.clone(),
-            input_bytes: delta.only_source.then_some(read_bytes + merged_bytes),
+            input_bytes: delta.only_source.then_some(read_bytes + with_bytes),
             partials: Partials {
                 keep: kept,
                 parts,
