@@ -69,6 +69,10 @@ const VIEWS: &[(&str, &str)] = &[
         "SELECT id, val FROM src WHERE val > 80 UNION ALL SELECT id, val + 1000 AS val FROM src WHERE val < 20",
     ),
     (
+        "union_other",
+        "SELECT CAST(id AS VARCHAR) AS k FROM src WHERE val > 90 UNION ALL SELECT label AS k FROM dim UNION ALL SELECT 'fixed' AS k",
+    ),
+    (
         "joined",
         "SELECT s.id, d.label FROM src s JOIN dim d ON s.grp = d.grp",
     ),
@@ -574,7 +578,11 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
         for (view, _) in VIEWS {
             let incremental = count(&format!("{view}:incremental"));
             match *view {
-                "distinct_count" | "clocked" => assert_eq!(incremental, 0, "{view}"),
+                // A UNION ALL branch that does not read src would be
+                // added again over the new files alone.
+                "distinct_count" | "clocked" | "union_other" => {
+                    assert_eq!(incremental, 0, "{view}")
+                }
                 _ => assert!(incremental > 0, "{view} never incremental: {modes:?}"),
             }
         }

@@ -11,7 +11,7 @@
 //! data files), and the query's shape allows it:
 //!
 //! - **Row-wise** queries (projection, filter, `UNNEST`, scalar functions,
-//!   `UNION ALL` of row-wise branches, and joins where the changed table is
+//!   `UNION ALL` of branches that all read the changed table row-wise, and joins where the changed table is
 //!   on a side whose rows are kept
 //!   one by one: either side of an inner join, the preserved side of an
 //!   outer, semi or anti join): every output row comes from one row of the
@@ -429,15 +429,23 @@ pub(crate) fn linear(
     }
     match plan {
         LogicalPlan::TableScan(_) => Ok(true),
-        // UNION ALL: every output row is one row of one branch, so each
-        // branch may read the changed table (row-wise) or not.
         LogicalPlan::Projection(_)
         | LogicalPlan::Filter(_)
         | LogicalPlan::SubqueryAlias(_)
-        | LogicalPlan::Unnest(_)
-        | LogicalPlan::Union(_) => {
+        | LogicalPlan::Unnest(_) => {
+            linear(plan.inputs()[0], provider, name)?;
+            Ok(true)
+        }
+        // UNION ALL: every output row is one row of one branch. Each
+        // branch must read the changed table (row-wise): one that does not
+        // would give all its rows again over the new files alone.
+        LogicalPlan::Union(_) => {
             for input in plan.inputs() {
-                linear(input, provider, name)?;
+                if !linear(input, provider, name)? {
+                    return Err(NotIncremental::UnionBranch {
+                        source: name.to_owned(),
+                    });
+                }
             }
             Ok(true)
         }
@@ -475,6 +483,30 @@ pub(crate) fn linear(
                 kind: kind.to_owned(),
             })
         }
+    }
+}
+
+/// Whether `plan`, a view's query, over some new files of `provider` alone
+/// gives what those files add to the view: its new rows (row-wise), or
+/// groups to merge with its own (an aggregate over a row-wise input that
+/// neither filters nor computes over it). `Err` says why not.
+pub(crate) fn adds_up(
+    plan: &LogicalPlan,
+    provider: &Arc<dyn TableProvider>,
+    name: &str,
+) -> std::result::Result<(), String> {
+    let reads = match Shape::of(plan) {
+        Shape::Rows => linear(plan, provider, name),
+        Shape::Aggregate(a) if !a.computes_over_aggregate() => linear(&a.input, provider, name),
+        Shape::Aggregate(_) => {
+            return Err("it filters or computes over its aggregate".into());
+        }
+        Shape::Other(why) => Err(why),
+    };
+    match reads {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(not_found(name).to_string()),
+        Err(why) => Err(why.to_string()),
     }
 }
 

@@ -48,6 +48,12 @@ pub(crate) enum NotIncremental {
         /// The table.
         source: String,
     },
+    /// A `UNION ALL` branch does not read the changed table: over the new
+    /// files alone it would give all its rows again.
+    UnionBranch {
+        /// The table.
+        source: String,
+    },
     /// The changed table is joined with itself.
     SelfJoin {
         /// The table.
@@ -85,6 +91,9 @@ impl fmt::Display for NotIncremental {
             Self::CannotMerge { function } => write!(f, "{function}() cannot be merged"),
             Self::Planning(message) => f.write_str(message),
             Self::Subquery { source } => write!(f, "a subquery reads {source}"),
+            Self::UnionBranch { source } => {
+                write!(f, "a UNION ALL branch does not read {source}")
+            }
             Self::SelfJoin { source } => write!(f, "{source} is joined with itself"),
             Self::Join { join, source } => {
                 write!(

@@ -434,6 +434,7 @@ impl MatviewSession {
             .ok_or_else(|| format!("{table} is gone"))?;
         // Without a runtime, a partitioned table is refused: its files are
         // read through a store registered only while a refresh runs.
+        let pin_provider = Arc::clone(&provider);
         let pin =
             crate::refresh::plan::Pin::new(provider, &table, &self.catalog, None, added.clone())
                 .ok_or_else(|| format!("{table}'s files cannot be read apart"))?;
@@ -441,6 +442,10 @@ impl MatviewSession {
             plan_definition(state.clone(), &self.display(&entry.name), &entry.definition)
                 .await
                 .map_err(|e| e.to_string())?;
+        // The definition over the new files alone must give what they add
+        // (not so for a UNION ALL branch that does not read the table, or
+        // a HAVING): the same test incremental refresh makes.
+        crate::refresh::plan::adds_up(&plan, &pin_provider, &table)?;
         let delta = pin.apply(&plan).map_err(|e| e.to_string())?;
         Ok((added.len(), table, delta))
     }

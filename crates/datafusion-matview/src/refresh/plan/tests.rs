@@ -46,6 +46,18 @@ async fn row_wise_in_the_changed_table() {
             Err("not incremental: t is joined with itself"),
         ),
         ("SELECT a FROM t ORDER BY a", Err("not incremental: Sort")),
+        (
+            "SELECT a FROM t UNION ALL SELECT a FROM t WHERE a > 1",
+            Ok(true),
+        ),
+        (
+            "SELECT a FROM t UNION ALL SELECT a FROM d",
+            Err("not incremental: a UNION ALL branch does not read t"),
+        ),
+        (
+            "SELECT a FROM t UNION ALL SELECT 1",
+            Err("not incremental: a UNION ALL branch does not read t"),
+        ),
         ("SELECT DISTINCT a FROM t", Err("not incremental: Distinct")),
         (
             "SELECT a FROM d WHERE a IN (SELECT a FROM t)",
