@@ -113,6 +113,20 @@ pub(crate) fn changed_table<'a>(
     diff: &Diff<'a>,
     display: impl Fn(&QualifiedName) -> String,
 ) -> std::result::Result<Change<'a>, FullReason> {
+    let names = diff.changed_tables();
+    if names.len() > 1 && diff.redefinition().is_none() {
+        let tables = names.into_iter().map(&display).collect();
+        return Err(FullReason::SeveralChanged { tables });
+    }
+    Ok(changed_tables(diff, &display)?.remove(0))
+}
+
+/// The tables that changed since the last snapshot (see [`Diff`]), at
+/// least one, each file-backed, under unchanged definitions; or why not.
+pub(crate) fn changed_tables<'a>(
+    diff: &Diff<'a>,
+    display: impl Fn(&QualifiedName) -> String,
+) -> std::result::Result<Vec<Change<'a>>, FullReason> {
     // Computing only what changed is sound only over the same definitions:
     // a redefined relation anywhere on the path changes every row.
     match diff.redefinition() {
@@ -128,49 +142,43 @@ pub(crate) fn changed_table<'a>(
         }
         None => {}
     }
-    let name = match diff.changed_tables().as_slice() {
-        [name] => *name,
-        [] => return Err(FullReason::SourcesReplaced),
-        many => {
-            let tables = many.iter().map(|n| display(n)).collect();
-            return Err(FullReason::SeveralChanged { tables });
-        }
-    };
-    let only_source = diff.table_count() == 1;
-    match diff.table(name) {
-        (
-            Some(Fingerprint::Files { files: before, .. }),
-            Some(Fingerprint::Files { files: after, .. }),
-        ) => Ok(Change {
-            name: name.clone(),
-            before,
-            after,
-            only_source,
-        }),
-        (
-            Some(Fingerprint::Snapshot {
-                id: Some(_),
-                files: before,
-                ..
-            }),
-            Some(Fingerprint::Snapshot {
-                id: Some(_),
-                files: after,
-                ..
-            }),
-        ) => Ok(Change {
-            name: name.clone(),
-            before,
-            after,
-            only_source,
-        }),
-        (_, Some(Fingerprint::Snapshot { .. })) => Err(FullReason::ViewEmptiedOrPopulated {
-            view: display(name),
-        }),
-        _ => Err(FullReason::NotFileBacked {
-            relation: display(name),
-        }),
+    let names = diff.changed_tables();
+    if names.is_empty() {
+        return Err(FullReason::SourcesReplaced);
     }
+    let only_source = diff.table_count() == 1;
+    names
+        .into_iter()
+        .map(|name| match diff.table(name) {
+            (
+                Some(Fingerprint::Files { files: before, .. }),
+                Some(Fingerprint::Files { files: after, .. }),
+            )
+            | (
+                Some(Fingerprint::Snapshot {
+                    id: Some(_),
+                    files: before,
+                    ..
+                }),
+                Some(Fingerprint::Snapshot {
+                    id: Some(_),
+                    files: after,
+                    ..
+                }),
+            ) => Ok(Change {
+                name: name.clone(),
+                before,
+                after,
+                only_source,
+            }),
+            (_, Some(Fingerprint::Snapshot { .. })) => Err(FullReason::ViewEmptiedOrPopulated {
+                view: display(name),
+            }),
+            _ => Err(FullReason::NotFileBacked {
+                relation: display(name),
+            }),
+        })
+        .collect()
 }
 
 /// What an incremental refresh would cost against a full one, in bytes

@@ -5,8 +5,8 @@
 //! changed, merged or added to what is kept. Every plan is pinned to the
 //! source files that were fingerprinted ([`Write::pin`]).
 //!
-//! A stale view is refreshed incrementally when exactly one of the tables
-//! it reads (through plain views too) changed, that table is file-backed
+//! A stale view is refreshed incrementally when one of the tables it
+//! reads (through plain views too) changed, that table is file-backed
 //! (a listing table, Hive-partitioned or not, or a materialized view: its
 //! data files), and the query's shape allows it:
 //!
@@ -37,11 +37,15 @@
 //!   itself in its partials and applies the rest to their merge, on every
 //!   change; without partials it is recomputed.
 //!
+//! When several tables only gained files, a query multilinear in them
+//! (row-wise in each) is refreshed by the delta rule ([`several`]).
+//!
 //! Everything else recomputes the view, with the reason: other shapes
 //! (sort, limit, distinct, window, set operations, subqueries over the
-//! changed table, a table joined with itself), several changed tables,
-//! tables that are not file-backed, and changes the cost rule of
-//! [`super::decide`] finds no cheaper than a full refresh.
+//! changed table, a table joined with itself), files removed or rewritten
+//! in several changed tables, tables that are not file-backed, and
+//! changes the cost rule of [`super::decide`] finds no cheaper than a full
+//! refresh.
 //!
 //! A full refresh of a row-wise view over one file-backed table writes its
 //! data in groups of source files, one data file per group, so that later
@@ -77,6 +81,7 @@ use crate::table::{MaterializedViewTable, SnapshotTable};
 mod definition;
 mod partials;
 mod pinned;
+mod several;
 mod shape;
 
 use super::decide::{Change, Estimate};
@@ -86,6 +91,7 @@ pub(crate) use definition::{
 };
 pub(crate) use partials::Partials;
 use partials::{Delta, from_partials, full_partials};
+pub(crate) use several::{Changed, choose_several};
 pub(crate) use shape::Shape;
 
 /// Most groups of source files a full refresh writes for lineage.

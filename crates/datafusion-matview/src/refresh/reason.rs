@@ -129,6 +129,11 @@ pub(crate) enum FullReason {
         /// The tables.
         tables: Vec<String>,
     },
+    /// Several tables changed, not all only by appended files.
+    SeveralNotAppended {
+        /// The tables.
+        tables: Vec<String>,
+    },
     /// A materialized view it reads was emptied or first populated.
     ViewEmptiedOrPopulated {
         /// The view.
@@ -221,6 +226,11 @@ impl fmt::Display for FullReason {
             Self::Redefined { relation } => write!(f, "{relation} was redefined"),
             Self::SourcesReplaced => f.write_str("its sources were replaced"),
             Self::SeveralChanged { tables } => write!(f, "{} changed", tables.join(" and ")),
+            Self::SeveralNotAppended { tables } => write!(
+                f,
+                "{} changed, with files removed or rewritten: lineage is kept for one changed table only",
+                tables.join(" and ")
+            ),
             Self::ViewEmptiedOrPopulated { view } => {
                 write!(
                     f,

@@ -551,6 +551,11 @@ impl MatviewSession {
     ) -> Result<Strategy> {
         let change = match decide::changed_table(diff, |n| self.display(n)) {
             Ok(change) => change,
+            Err(FullReason::SeveralChanged { .. }) => {
+                return self
+                    .choose_several(plan, shape, snapshot, diff, pinned, force)
+                    .await;
+            }
             Err(why) => return Ok(Strategy::Full(why)),
         };
         let source = self.display(&change.name);
@@ -564,6 +569,44 @@ impl MatviewSession {
             &change,
             &source,
             &provider,
+            &self.catalog,
+            self.pinning_runtime().as_ref(),
+            force,
+        )
+    }
+
+    /// How to refresh a view after several tables changed (see
+    /// [`plan::choose_several`]).
+    async fn choose_several(
+        &self,
+        plan: &LogicalPlan,
+        shape: &Shape,
+        snapshot: &Snapshot,
+        diff: &Diff<'_>,
+        pinned: &PinnedSources,
+        force: bool,
+    ) -> Result<Strategy> {
+        let changes = match decide::changed_tables(diff, |n| self.display(n)) {
+            Ok(changes) => changes,
+            Err(why) => return Ok(Strategy::Full(why)),
+        };
+        let mut changed = Vec::with_capacity(changes.len());
+        for change in &changes {
+            let source = self.display(&change.name);
+            let Some(provider) = self.source_provider(&change.name, pinned).await? else {
+                return Ok(Strategy::Full(FullReason::NotATable { relation: source }));
+            };
+            changed.push(plan::Changed {
+                change,
+                source,
+                provider,
+            });
+        }
+        plan::choose_several(
+            plan,
+            shape,
+            snapshot,
+            &changed,
             &self.catalog,
             self.pinning_runtime().as_ref(),
             force,
