@@ -33,9 +33,10 @@
 //!   and the view is the merge of all partials. Without partials, removals
 //!   cannot be taken back out of an aggregate, so they recompute the view.
 //!   A view that filters or computes over its aggregate (`HAVING`,
-//!   `sum(a) / count(*)`, a key it does not output) keeps the aggregate
-//!   itself in its partials and applies the rest to their merge, on every
-//!   change; without partials it is recomputed.
+//!   `sum(a) / count(*)`, a key it does not output, an aggregate over it,
+//!   `count(DISTINCT x)` split into one) keeps the lowest aggregate in its
+//!   partials and applies the rest to their merge, on every change;
+//!   without partials it is recomputed.
 //!
 //! When several tables only gained files, a query multilinear in them
 //! (row-wise in each) is refreshed by the delta rule ([`several`]).

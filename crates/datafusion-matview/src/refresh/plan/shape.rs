@@ -58,10 +58,11 @@ pub(crate) struct Aggregation {
     pub(super) post: Option<Post>,
 }
 
-/// The part of a view's query above its aggregate that is more than a
-/// choice of columns: filters (`HAVING`), computed columns, aliases.
-/// Row-wise over the aggregate's output, so it applies as well to the
-/// merge of partial aggregates as to the aggregate itself.
+/// The part of a view's query above its (lowest) aggregate that is more
+/// than a choice of columns: filters (`HAVING`), computed columns,
+/// aliases, aggregates over it (`count(DISTINCT x)` split into two). It
+/// is applied to the merge of all partial aggregates, which equals the
+/// aggregate over all the rows, never to a piece.
 #[derive(Debug, Clone)]
 pub(super) struct Post {
     /// The nodes above the aggregate, top first.
@@ -118,7 +119,7 @@ impl Shape {
                 _ => return Shape::Rows,
             }
         }
-        let plan = match distinct_as_aggregate(plan) {
+        let plan = match distinct_as_aggregate(plan).and_then(single_distinct_as_group_by) {
             Ok(plan) => plan,
             Err(e) => return Shape::Other(NotIncremental::Planning(e.to_string())),
         };
@@ -161,6 +162,21 @@ fn distinct_as_aggregate(plan: &LogicalPlan) -> Result<LogicalPlan> {
     Ok(rewritten.data.recompute_schema()?)
 }
 
+/// `plan` with each aggregate whose `DISTINCT` aggregates all read one
+/// expression (`count(DISTINCT x)`, beside `sum`, `min`, `max`) split, as
+/// DataFusion's optimizer does, into an aggregate grouped by that
+/// expression too and one over it: the lower one merges (it keeps each
+/// key's distinct values), and the upper one is computed over the merge.
+fn single_distinct_as_group_by(plan: LogicalPlan) -> Result<LogicalPlan> {
+    use datafusion::optimizer::single_distinct_to_groupby::SingleDistinctToGroupBy;
+    use datafusion::optimizer::{OptimizerContext, OptimizerRule};
+    let rule = SingleDistinctToGroupBy::new();
+    let context = OptimizerContext::new();
+    Ok(plan
+        .transform_down(|node| rule.rewrite(node, &context))?
+        .data)
+}
+
 pub(super) fn unalias(expr: &Expr) -> &Expr {
     match expr {
         Expr::Alias(a) => unalias(&a.expr),
@@ -197,18 +213,27 @@ fn chosen_columns(plan: &LogicalPlan, chain: &[&LogicalPlan]) -> Result<Option<V
 pub(super) fn aggregation(
     plan: &LogicalPlan,
 ) -> Result<std::result::Result<Aggregation, NotIncremental>> {
-    let mut chain = vec![];
+    // Down to the lowest aggregate under projections, filters, aliases and
+    // other aggregates: the one pieces compute; the nodes above it (an
+    // aggregate over it too) are computed over its merge.
+    let mut above = vec![];
     let mut node = plan;
-    let aggregate = loop {
+    let mut lowest = None;
+    loop {
         match node {
             LogicalPlan::Projection(_) | LogicalPlan::SubqueryAlias(_) | LogicalPlan::Filter(_) => {
-                chain.push(node);
-                node = node.inputs()[0];
             }
-            LogicalPlan::Aggregate(a) => break a,
-            _ => unreachable!("Shape::of checked the plan ends in an aggregate"),
+            LogicalPlan::Aggregate(_) => lowest = Some(above.len()),
+            _ => break,
         }
+        above.push(node);
+        node = node.inputs()[0];
+    }
+    let at = lowest.expect("Shape::of checked the plan ends in an aggregate");
+    let LogicalPlan::Aggregate(aggregate) = above[at] else {
+        unreachable!("found above")
     };
+    let chain: Vec<&LogicalPlan> = above[..at].to_vec();
     if aggregate
         .group_expr
         .iter()
@@ -232,6 +257,14 @@ pub(super) fn aggregation(
             }
             if subquery {
                 return Ok(Err(NotIncremental::SubqueryOverAggregate));
+            }
+            // An aggregate above is computed again over the merge; one of
+            // grouping sets is not rebuilt from its expressions.
+            if chain.iter().any(|node| {
+                matches!(node, LogicalPlan::Aggregate(a)
+                    if a.group_expr.iter().any(|e| matches!(e, Expr::GroupingSet(_))))
+            }) {
+                return Ok(Err(NotIncremental::GroupingSets));
             }
             let fields = agg_schema
                 .iter()

@@ -112,6 +112,10 @@ async fn which_aggregates_merge() {
         "SELECT count(*) + 1 AS n FROM t",
         "SELECT count(*) AS n FROM t GROUP BY b",
         "SELECT b, avg(a) AS m FROM t GROUP BY b HAVING count(*) > 1",
+        // Pieces keep each key's distinct values; the count is over them.
+        "SELECT b, count(DISTINCT a) AS d, max(a) AS hi FROM t GROUP BY b",
+        // An aggregate over an aggregate: the lower one merges.
+        "SELECT max(n) AS most FROM (SELECT b, count(*) AS n FROM t GROUP BY b)",
     ] {
         match shape(sql).await {
             Shape::Aggregate(a) => {
@@ -129,7 +133,11 @@ async fn which_aggregates_merge() {
     }
     for (sql, why) in [
         (
-            "SELECT b, count(DISTINCT a) FROM t GROUP BY b",
+            "SELECT b, count(DISTINCT a), count(DISTINCT b) FROM t GROUP BY b",
+            "not incremental: count(DISTINCT ...) cannot be merged",
+        ),
+        (
+            "SELECT b, count(DISTINCT a), count(*) FROM t GROUP BY b",
             "not incremental: count(DISTINCT ...) cannot be merged",
         ),
         (
