@@ -143,6 +143,12 @@ impl MatviewSession {
                         let write = self
                             .full_write(plan, &shape, &fingerprints, &Default::default(), None)
                             .await?;
+                        // Held to the files it fingerprinted, as a refresh
+                        // is: a listing cached elsewhere (a Ballista
+                        // scheduler's) may not have the newest files yet,
+                        // and the view would be `fresh` without them.
+                        let write =
+                            write.pin(&self.pins(&fingerprints, &Default::default()).await?)?;
                         let plans = write.plans();
                         match write_snapshot(
                             state,
