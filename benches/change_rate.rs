@@ -17,7 +17,9 @@
 //!
 //! Run: `cargo bench --bench change_rate` (10 million rows);
 //! `DFMV_BENCH_ROWS` changes that, `DFMV_BENCH_SAMPLES` the 3 samples per
-//! side, `DFMV_BENCH_VIEWS_ONLY` (comma-separated names) runs some rows.
+//! side, `DFMV_BENCH_VIEWS_ONLY` (comma-separated names) runs some rows,
+//! and `DFMV_BENCH_INCREMENTAL=1` times `REFRESH ... INCREMENTAL` (where
+//! possible) instead of `REFRESH`: what the cost rule turned down.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -169,6 +171,8 @@ fn mode_of(result: &[RecordBatch]) -> String {
 fn main() {
     let rows = env_usize("DFMV_BENCH_ROWS", 10_000_000);
     let samples = env_usize("DFMV_BENCH_SAMPLES", 3);
+    // What the cost rule turned down: INCREMENTAL instead of REFRESH.
+    let incremental = std::env::var_os("DFMV_BENCH_INCREMENTAL").is_some();
     let only: Option<Vec<String>> = std::env::var("DFMV_BENCH_VIEWS_ONLY")
         .ok()
         .map(|v| v.split(',').map(str::to_owned).collect());
@@ -261,11 +265,25 @@ fn main() {
                     }
                     let sql = if forced {
                         format!("REFRESH MATERIALIZED VIEW {view} FULL")
+                    } else if incremental {
+                        format!("REFRESH MATERIALIZED VIEW {view} INCREMENTAL")
                     } else {
                         format!("REFRESH MATERIALIZED VIEW {view}")
                     };
                     let start = Instant::now();
-                    let result = rt.block_on(run(&s, &sql));
+                    let result = match rt.block_on(s.sql(&sql)) {
+                        Ok(df) => rt.block_on(df.collect()).unwrap(),
+                        // INCREMENTAL where the shape or change rules it
+                        // out: what REFRESH picks instead.
+                        Err(e) if incremental && !forced => {
+                            assert!(
+                                e.to_string().contains("cannot be refreshed incrementally"),
+                                "{e}"
+                            );
+                            rt.block_on(run(&s, &format!("REFRESH MATERIALIZED VIEW {view}")))
+                        }
+                        Err(e) => panic!("{sql}: {e}"),
+                    };
                     let took = start.elapsed();
                     let mode = mode_of(&result);
                     if forced {

@@ -9,10 +9,11 @@
 //! are now, the tables after it as they were. A row-wise view adds the
 //! terms' rows; an aggregate merges their groups into its own.
 //!
-//! Each term reads the other tables whole, so over small views this
-//! costs about what recomputing does and the cost rule usually picks
-//! full; it pays when the view is much larger than its sources, and
-//! `REFRESH ... INCREMENTAL` asks for it whatever the estimate.
+//! Each term reads the other tables whole, so what it saves is writing:
+//! a row-wise view writes only its new rows, and the cost rule picks it
+//! when that outweighs reading the sources again; an aggregate is written
+//! whole either way. `REFRESH ... INCREMENTAL` asks for it whatever the
+//! estimate.
 
 use super::*;
 

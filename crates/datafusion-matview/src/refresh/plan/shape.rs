@@ -229,9 +229,15 @@ pub(super) fn aggregation(
         above.push(node);
         node = node.inputs()[0];
     }
-    let at = lowest.expect("Shape::of checked the plan ends in an aggregate");
-    let LogicalPlan::Aggregate(aggregate) = above[at] else {
-        unreachable!("found above")
+    // Shape::of found an aggregate under the top's projections, filters
+    // and aliases; its rewrites keep one there.
+    let (at, aggregate) = match lowest.map(|at| (at, above[at])) {
+        Some((at, LogicalPlan::Aggregate(aggregate))) => (at, aggregate),
+        _ => {
+            return Ok(Err(NotIncremental::Planning(
+                "no aggregate under the query's projections".into(),
+            )));
+        }
     };
     let chain: Vec<&LogicalPlan> = above[..at].to_vec();
     if aggregate
