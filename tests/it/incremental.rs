@@ -371,15 +371,21 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
     let mut computed_under: BTreeMap<&str, Definitions> =
         chosen.iter().map(|name| (*name, definitions)).collect();
     for step in 0..steps {
-        let change = match rng.below(11) {
-            0 | 1 => {
+        let choice = rng.below(11);
+        let change = match choice {
+            // 9: dim gains a file too.
+            0 | 1 | 9 => {
                 let name = file_name(next_file);
                 let rows = 1 + rng.below(8);
                 put(&name, csv(&mut rng, next_id, rows));
                 next_id += rows;
                 next_file += 1;
                 files.push(name.clone());
-                format!("append {name}")
+                if choice == 9 {
+                    format!("append {name} and dim/{}", dim_rows(&mut rng))
+                } else {
+                    format!("append {name}")
+                }
             }
             2 if files.len() > 1 => {
                 let name = files.remove(rng.below(files.len() as u64) as usize);
@@ -427,15 +433,6 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
                 format!("src re-created, grp as text {}", definitions.grp_as_text)
             }
             8 => format!("append dim/{}", dim_rows(&mut rng)),
-            9 => {
-                let name = file_name(next_file);
-                let rows = 1 + rng.below(8);
-                put(&name, csv(&mut rng, next_id, rows));
-                next_id += rows;
-                next_file += 1;
-                files.push(name.clone());
-                format!("append {name} and dim/{}", dim_rows(&mut rng))
-            }
             _ => "nothing".to_string(),
         };
         for name in &chosen {

@@ -558,9 +558,9 @@ impl MatviewSession {
             }
             Err(why) => return Ok(Strategy::Full(why)),
         };
-        let source = self.display(&change.name);
-        let Some(provider) = self.source_provider(&change.name, pinned).await? else {
-            return Ok(Strategy::Full(FullReason::NotATable { relation: source }));
+        let (source, provider) = match self.changed_source(&change, pinned).await? {
+            Ok(found) => found,
+            Err(why) => return Ok(Strategy::Full(why)),
         };
         plan::choose(
             plan,
@@ -573,6 +573,20 @@ impl MatviewSession {
             self.pinning_runtime().as_ref(),
             force,
         )
+    }
+
+    /// The changed table's name as messages show it and the provider a
+    /// refresh reads it through, or why it is not a table of the session.
+    async fn changed_source(
+        &self,
+        change: &decide::Change<'_>,
+        pinned: &PinnedSources,
+    ) -> Result<std::result::Result<(String, Arc<dyn TableProvider>), FullReason>> {
+        let source = self.display(&change.name);
+        Ok(match self.source_provider(&change.name, pinned).await? {
+            Some(provider) => Ok((source, provider)),
+            None => Err(FullReason::NotATable { relation: source }),
+        })
     }
 
     /// How to refresh a view after several tables changed (see
@@ -592,9 +606,9 @@ impl MatviewSession {
         };
         let mut changed = Vec::with_capacity(changes.len());
         for change in &changes {
-            let source = self.display(&change.name);
-            let Some(provider) = self.source_provider(&change.name, pinned).await? else {
-                return Ok(Strategy::Full(FullReason::NotATable { relation: source }));
+            let (source, provider) = match self.changed_source(change, pinned).await? {
+                Ok(found) => found,
+                Err(why) => return Ok(Strategy::Full(why)),
             };
             changed.push(plan::Changed {
                 change,
