@@ -11,6 +11,8 @@
 //! - `rewrite_rollup`: a query the 1,000-group view answers (rolled up to
 //!   10 groups) vs the same query in plain DataFusion; `rewrite_after_append`:
 //!   the same after 1% was appended (the view and the new file);
+//!   `rewrite_after_file_rewritten`: the same after 1 of 100 files was
+//!   rewritten (the view's partial aggregates, one group recomputed);
 //!   `rewrite_planning`:
 //!   planning it with the rewrite on and off vs plain DataFusion, in a
 //!   catalog of N views;
@@ -604,7 +606,7 @@ fn bench_rewrite(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usiz
     assert!(
         shows(
             &s,
-            "MatviewRewrite: by_grp (stale: 1 file(s) appended to src; union with them)"
+            "MatviewRewrite: by_grp (stale: src: 1 file(s) appended; merged into the existing groups)"
         ),
         "the view and the appended file answer the query"
     );
@@ -657,6 +659,33 @@ fn bench_rewrite(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usiz
         })
     });
     group.finish();
+    // After one source file (1%) was rewritten: the view's data computed
+    // as its incremental refresh would (the partial aggregates of the
+    // other files, and the rewritten file's group recomputed), vs the
+    // query over the whole source.
+    fixture.rewrite_one();
+    let plain_now = rt.block_on(async {
+        let plain = SessionContext::new();
+        plain.sql(&fixture.src_sql()).await.unwrap();
+        plain
+    });
+    assert!(
+        shows(
+            &s,
+            "MatviewRewrite: by_grp (stale: src: 1 file(s) rewritten; recomputed 1 of"
+        ),
+        "the view's partials and the rewritten file answer the query"
+    );
+    assert_eq!(rows(s.context()), rows(&plain_now), "after the rewrite too");
+    bench_query(
+        c,
+        rt,
+        "rewrite_after_file_rewritten",
+        "matview_partials",
+        &s,
+        &plain_now,
+        query,
+    );
 }
 
 fn main() {
@@ -767,6 +796,12 @@ fn main() {
             "matview_union",
             "datafusion_query",
             "target <= 0.10 (10x faster): the view's groups and the appended 1%, aggregated again",
+        ),
+        (
+            "rewrite_after_file_rewritten",
+            "matview_partials",
+            "datafusion_query",
+            "no target: the view's partials, one group recomputed, after 1 of 100 files was rewritten",
         ),
         (
             planning_group.as_str(),

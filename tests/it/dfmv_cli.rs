@@ -2156,7 +2156,7 @@ fn queries_are_answered_from_views_across_processes() {
     let plan = dir.ok(&["-q", "--format", "csv", "-c", &explain]);
     assert!(
         plan.contains(
-            "MatviewRewrite: totals (stale: 1 file(s) appended to orders; union with them)"
+            "MatviewRewrite: totals (stale: orders: 1 file(s) appended; merged into the existing groups)"
         ),
         "{plan}"
     );

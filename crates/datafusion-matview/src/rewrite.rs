@@ -79,10 +79,12 @@ pub(crate) struct Candidate {
     pub rows: u64,
     /// `Ok(why it may be used)` (`fresh`, or how stale it is) or why not.
     pub usable: Result<String, String>,
-    /// When the view is stale only because files were appended to one
-    /// table: its definition over those files alone, whose rows (with the
-    /// view's columns) added to the view's give its query's rows now.
-    pub delta: Option<LogicalPlan>,
+    /// When the view is stale by a change an incremental refresh follows:
+    /// its data as of now (the view's columns), computed from its stored
+    /// data and the changed source files, read instead of its scan. A
+    /// grouped view's may hold several rows per group (see
+    /// [`crate::refresh::plan::Write::pieces`]).
+    pub data: Option<LogicalPlan>,
 }
 
 /// What one pass of the rewrite did.
@@ -212,17 +214,14 @@ fn replace(
             }
         }
     }
-    let mut plan = LogicalPlanBuilder::scan(view.reference.clone(), Arc::clone(&view.source), None)
-        .map_err(error)?;
-    if let Some(delta) = &view.delta {
-        // The view's rows and those of the appended files, under the
-        // view's name.
-        plan = plan
-            .union(delta.clone())
-            .map_err(error)?
+    let mut plan = match &view.data {
+        // The view's data as of now, under the view's name.
+        Some(data) => LogicalPlanBuilder::from(data.clone())
             .alias(view.reference.clone())
-            .map_err(error)?;
-    }
+            .map_err(error)?,
+        None => LogicalPlanBuilder::scan(view.reference.clone(), Arc::clone(&view.source), None)
+            .map_err(error)?,
+    };
     if let Some(filter) = conjunction(filters) {
         plan = plan.filter(filter).map_err(error)?;
     }
@@ -244,10 +243,10 @@ fn replace(
             (Some(keys), view_keys) => {
                 let mapped_keys = keys.iter().map(map).collect::<Result<Vec<_>, _>>()?;
                 let aggregates = &query.outputs[keys.len()..];
-                // With the appended files' rows, a group may have two rows:
+                // Data computed now may have several rows per group:
                 // always aggregate again.
                 let exact =
-                    view.delta.is_none()
+                    view.data.is_none()
                         && view_keys.as_ref().is_some_and(|view_keys| {
                             view_keys.iter().all(|key| {
                                 view.shape.block.outputs.iter().enumerate().any(|(i, o)| {

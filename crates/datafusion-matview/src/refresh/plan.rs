@@ -173,14 +173,6 @@ impl Pin {
     }
 }
 
-impl Pin {
-    /// `plan` with every scan of the pinned table reading only its pinned
-    /// files (subqueries and plain views included).
-    pub(crate) fn apply(&self, plan: &LogicalPlan) -> Result<LogicalPlan> {
-        over_files(plan, &self.provider, &self.files, &self.paths)
-    }
-}
-
 /// The file-backed tables under `sources` (plain views expanded), each
 /// with the files that held rows when the fingerprints were taken.
 pub(crate) fn fingerprinted_files(
@@ -490,30 +482,6 @@ pub(crate) fn linear(
                 kind: kind.to_owned(),
             })
         }
-    }
-}
-
-/// Whether `plan`, a view's query, over some new files of `provider` alone
-/// gives what those files add to the view: its new rows (row-wise), or
-/// groups to merge with its own (an aggregate over a row-wise input that
-/// neither filters nor computes over it). `Err` says why not.
-pub(crate) fn adds_up(
-    plan: &LogicalPlan,
-    provider: &Arc<dyn TableProvider>,
-    name: &str,
-) -> std::result::Result<(), String> {
-    let reads = match Shape::of(plan) {
-        Shape::Rows => linear(plan, provider, name),
-        Shape::Aggregate(a) if !a.computes_over_aggregate() => linear(&a.input, provider, name),
-        Shape::Aggregate(_) => {
-            return Err("it filters or computes over its aggregate".into());
-        }
-        Shape::Other(why) => Err(why),
-    };
-    match reads {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(not_found(name).to_string()),
-        Err(why) => Err(why.to_string()),
     }
 }
 

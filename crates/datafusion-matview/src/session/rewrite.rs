@@ -5,10 +5,11 @@
 //! A view is a candidate when every relation it reads directly is one the
 //! query names (through plain views too). A candidate is used only when
 //! its shape matches a block of the query and, checked then, it is fresh;
-//! or stale only because files were appended to one table (its definition
-//! over those files is added to its rows); or, under `stale_ok`, refreshed
-//! within the bound with no relation under it redefined. Its scan is held
-//! at the state checked.
+//! or stale by a change its incremental refresh would follow (its data is
+//! then computed as that refresh would write it, from what it keeps and
+//! the changed files); or, under `stale_ok`, refreshed within the bound
+//! with no relation under it redefined. Its scan is held at the state
+//! checked.
 
 use datafusion::common::config::ExtensionOptions;
 use datafusion::common::display::{PlanType, StringifiedPlan};
@@ -210,7 +211,7 @@ impl MatviewSession {
                 {
                     Ok(usable) => {
                         candidates[i].usable = Ok(usable.why);
-                        candidates[i].delta = usable.delta;
+                        candidates[i].data = usable.data;
                     }
                     Err((why, _)) => candidates[i].usable = Err(why),
                 }
@@ -267,7 +268,7 @@ impl MatviewSession {
             .filter(|(k, _)| *k == key)
             .map(|(_, shape)| Arc::clone(shape));
         let mut usable = Err("not checked".to_owned());
-        let mut delta = None;
+        let mut data = None;
         let shape = match cached {
             Some(shape) => shape,
             None => {
@@ -297,7 +298,7 @@ impl MatviewSession {
                 match checked {
                     Ok(checked) => {
                         usable = Ok(checked.why);
-                        delta = checked.delta;
+                        data = checked.data;
                     }
                     Err((why, _)) => usable = Err(why),
                 }
@@ -316,7 +317,7 @@ impl MatviewSession {
             reference: short_reference(name, &self.defaults()),
             rows: snapshot.row_count,
             usable,
-            delta,
+            data,
         };
         Ok((candidate, view))
     }
@@ -365,7 +366,7 @@ impl MatviewSession {
             Freshness::Fresh => {
                 return Ok(Usable {
                     why: "fresh".into(),
-                    delta: None,
+                    data: None,
                 });
             }
             Freshness::Unknown(names) => {
@@ -380,15 +381,15 @@ impl MatviewSession {
             Freshness::Stale(names) => names,
         };
         let changed = self.names(&names);
-        match self.appended_rows(view, state, &diff).await {
-            Ok((files, table, delta)) => {
+        let not_compensated = match self.compensated(view, state, &diff, &now).await {
+            Ok((detail, data)) => {
                 return Ok(Usable {
-                    why: format!("stale: {files} file(s) appended to {table}; union with them"),
-                    delta: Some(delta),
+                    why: format!("stale: {detail}"),
+                    data: Some(data),
                 });
             }
-            Err(why) => log::debug!("{}: no union with appended files: {why}", entry.name),
-        }
+            Err(why) => why,
+        };
         let age = (chrono::Utc::now() - snapshot.refreshed_at)
             .to_std()
             .unwrap_or_default();
@@ -400,61 +401,95 @@ impl MatviewSession {
                     "stale: {changed} changed since its refresh less than {} ago",
                     config.rewrite_staleness
                 ),
-                delta: None,
+                data: None,
             })
         } else {
             Err((
-                format!("stale: {changed} changed since its last refresh"),
+                format!(
+                    "stale: {changed} changed since its last refresh, and its data is not \
+                     computed past the change as an incremental refresh would: {not_compensated}"
+                ),
                 false,
             ))
         }
     }
 
-    /// When the only change under `view` since its refresh is files
-    /// appended to one table: how many, the table, and the view's
-    /// definition over those files alone (with the view's columns).
-    async fn appended_rows(
+    /// When `view` is stale by changes an incremental refresh would
+    /// follow (files appended, or removed and rewritten where lineage
+    /// allows; see [`crate::refresh::plan::choose`]): what that refresh
+    /// would do, in words, and the view's data it would write, computed
+    /// instead, from the stored data it would keep and the source files it
+    /// would read (pinned to those fingerprinted in `now`), a grouped
+    /// view's pieces left unmerged (see [`Write::pieces`]). The cost rule
+    /// is the refresh's: a change it would recompute fully is not
+    /// compensated.
+    async fn compensated(
         &self,
         view: &ViewVersion,
         state: &datafusion::execution::SessionState,
         diff: &Diff<'_>,
-    ) -> std::result::Result<(usize, String, LogicalPlan), String> {
+        now: &[SourceFingerprint],
+    ) -> std::result::Result<(String, LogicalPlan), String> {
+        let text = |e: Error| e.to_string();
         let entry = &view.view;
-        let change = crate::refresh::decide::changed_table(diff, |n| self.display(n))
-            .map_err(|why| why.to_string())?;
-        let files = crate::refresh::plan::FileChanges::of(&change);
-        if !files.changed.is_empty() {
-            return Err("files were removed or rewritten".into());
-        }
-        let added: Vec<String> = files.added.iter().map(|p| p.to_string()).collect();
-        let table = self.display(&change.name);
-        let provider = crate::resolve::registered(state.catalog_list(), &change.name)
-            .await
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{table} is gone"))?;
-        // Without a runtime, a partitioned table is refused: its files are
-        // read through a store registered only while a refresh runs.
-        let pin_provider = Arc::clone(&provider);
-        let pin =
-            crate::refresh::plan::Pin::new(provider, &table, &self.catalog, None, added.clone())
-                .ok_or_else(|| format!("{table}'s files cannot be read apart"))?;
+        let snapshot = entry.snapshot.as_ref().ok_or("it has not been populated")?;
         let (_, plan) =
             plan_definition(state.clone(), &self.display(&entry.name), &entry.definition)
                 .await
-                .map_err(|e| e.to_string())?;
-        // The definition over the new files alone must give what they add
-        // (not so for a UNION ALL branch that does not read the table, or
-        // a HAVING): the same test incremental refresh makes.
-        crate::refresh::plan::adds_up(&plan, &pin_provider, &table)?;
-        let delta = pin.apply(&plan).map_err(|e| e.to_string())?;
-        Ok((added.len(), table, delta))
+                .map_err(text)?;
+        let shape = crate::refresh::plan::Shape::of(&plan);
+        let unpinned = super::refresh::PinnedSources::default();
+        let (write, detail) = match self
+            .choose_incremental(&plan, &shape, snapshot, diff, &unpinned, false)
+            .await
+            .map_err(text)?
+        {
+            Strategy::Incremental { write, detail, .. } => (write, detail),
+            Strategy::Full(why) => return Err(why.to_string()),
+        };
+        let write = write
+            .pin(&self.pins(now, &unpinned).await.map_err(text)?)
+            .map_err(text)?;
+        let provider = MaterializedViewTable::at(
+            Arc::clone(&self.catalog),
+            Arc::new(view.clone()),
+            self.display(&entry.name),
+        );
+        let columns = provider.schema();
+        // The stored files the refresh would keep, read as the view's.
+        let kept = if write.keep.is_empty() {
+            None
+        } else {
+            let mut kept = view.clone();
+            if let Some(snapshot) = kept.view.snapshot.as_mut() {
+                snapshot.row_count = write.keep.iter().map(|f| f.rows).sum();
+                snapshot.size_bytes = write.keep.iter().map(|f| f.size).sum();
+                snapshot.files = write.keep.clone();
+            }
+            let provider = MaterializedViewTable::at(
+                Arc::clone(&self.catalog),
+                Arc::new(kept),
+                self.display(&entry.name),
+            );
+            let scan = LogicalPlanBuilder::scan(
+                "__dfmv_kept",
+                datafusion::datasource::provider_as_source(Arc::new(provider)),
+                None,
+            )
+            .and_then(LogicalPlanBuilder::build)
+            .map_err(|e| e.to_string())?;
+            Some(scan)
+        };
+        let data = write.pieces(kept, &columns).map_err(text)?;
+        Ok((detail, data))
     }
 }
 
-/// A view that may answer queries: why, and the rows to add to its own.
+/// A view that may answer queries: why, and, when it is stale, its data
+/// as of now (see [`MatviewSession::compensated`]).
 struct Usable {
     why: String,
-    delta: Option<LogicalPlan>,
+    data: Option<LogicalPlan>,
 }
 
 /// Whether `plan` is a query (what the rewrite applies to), not a

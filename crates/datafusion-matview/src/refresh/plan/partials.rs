@@ -36,7 +36,28 @@ impl MergeInto {
 
     /// The plan of the view's data, once the new partials are `written`.
     pub(crate) fn plan(&self, written: &[DataFile]) -> Result<LogicalPlan> {
-        let files: Vec<DataFile> = self.with.iter().chain(written).cloned().collect();
+        let files = self.with.iter().chain(written).cloned().collect();
+        self.aggregation.merge_partials(self.stored(files))
+    }
+
+    /// The pieces the view's data is merged from, with the new partials
+    /// computed by `new` instead of written (see [`Write::pieces`]).
+    fn pieces(&self, mut new: Vec<LogicalPlan>) -> Result<Vec<LogicalPlan>> {
+        if !self.with.is_empty() {
+            let scan = LogicalPlanBuilder::scan(
+                "__dfmv_partials",
+                provider_as_source(self.stored(self.with.clone())),
+                None,
+            )?
+            .build()?;
+            new.insert(0, scan);
+        }
+        Ok(new)
+    }
+
+    /// `files` (partials, or the view's data) read with the view's
+    /// columns and state columns.
+    fn stored(&self, files: Vec<DataFile>) -> Arc<dyn TableProvider> {
         let pieces = Snapshot {
             id: String::new(),
             row_count: files.iter().map(|f| f.rows).sum(),
@@ -48,9 +69,82 @@ impl MergeInto {
             partials: vec![],
         };
         let schema = Arc::new(self.aggregation.plan.schema().as_arrow().clone());
-        let table = SnapshotTable::new(Arc::clone(&self.catalog), pieces, schema);
-        self.aggregation.merge_partials(Arc::new(table))
+        Arc::new(SnapshotTable::new(
+            Arc::clone(&self.catalog),
+            pieces,
+            schema,
+        ))
     }
+}
+
+impl Write {
+    /// The view's data this write would leave, computed instead of
+    /// written, before a grouped view's pieces are merged: what a query of
+    /// a stale view is answered from (see [`crate::rewrite`]). For a
+    /// row-wise view, its rows; for a grouped view, rows of its groups
+    /// that, grouped by its keys and merged (sums and counts added,
+    /// minimums and maximums compared), are its data. The rewrite
+    /// aggregates such rows again anyway, so merging them first would be
+    /// one aggregate too many.
+    ///
+    /// `kept` scans the files of the current snapshot the write keeps
+    /// ([`Write::keep`]); the result has the view's `columns` (state
+    /// columns dropped), by position. The parts must be pinned.
+    pub(crate) fn pieces(
+        &self,
+        kept: Option<LogicalPlan>,
+        columns: &datafusion::arrow::datatypes::Schema,
+    ) -> Result<LogicalPlan> {
+        let inputs = match &self.partials.merge {
+            Some(merge) => {
+                merge.pieces(self.partials.parts.iter().map(|p| p.plan.clone()).collect())?
+            }
+            None => kept
+                .into_iter()
+                .chain(self.parts.iter().map(|p| p.plan.clone()))
+                .collect(),
+        };
+        let inputs = inputs
+            .into_iter()
+            .map(|input| {
+                let schema = Arc::clone(input.schema());
+                if schema.fields().len() < columns.fields().len() {
+                    return Err(datafusion::error::DataFusionError::Internal(format!(
+                        "a part has {} columns, the view {}",
+                        schema.fields().len(),
+                        columns.fields().len()
+                    ))
+                    .into());
+                }
+                let exprs = columns.fields().iter().enumerate().map(|(i, field)| {
+                    let column = Expr::Column(Column::from(schema.qualified_field(i)));
+                    let column = if schema.field(i).data_type() == field.data_type() {
+                        column
+                    } else {
+                        cast(column, field.data_type().clone())
+                    };
+                    column.alias(field.name())
+                });
+                Ok(LogicalPlanBuilder::from(input).project(exprs)?.build()?)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        union_all(inputs)
+    }
+}
+
+/// `inputs` one after the other (`UNION ALL`); at least one.
+fn union_all(inputs: Vec<LogicalPlan>) -> Result<LogicalPlan> {
+    let mut inputs = inputs.into_iter();
+    let first = inputs.next().ok_or_else(|| {
+        datafusion::error::DataFusionError::Internal(
+            "nothing to compute the view's data from".into(),
+        )
+    })?;
+    let mut plan = LogicalPlanBuilder::from(first);
+    for input in inputs {
+        plan = plan.union(input)?;
+    }
+    Ok(plan.build()?)
 }
 
 /// Most partial aggregates a snapshot keeps: appends add one each, and
