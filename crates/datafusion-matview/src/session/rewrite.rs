@@ -323,12 +323,12 @@ impl MatviewSession {
     }
 
     /// Whether `view` may answer queries now (and if so, why, and the
-    /// rows to add to its own), or why not (and whether a relation under
-    /// it was redefined, or could not be fingerprinted): fresh; stale only because
-    /// files were appended to one table (its definition over those files
-    /// is added: the answer is the query's now); or, under `stale_ok`,
-    /// refreshed within the bound with no relation under it redefined.
-    /// A view whose relations were redefined is never usable.
+    /// data to read instead of its own), or why not (and whether a
+    /// relation under it was redefined, or could not be fingerprinted):
+    /// fresh; stale by a change its incremental refresh would follow (see
+    /// [`Self::compensated`]: the answer is the query's now); or, under
+    /// `stale_ok`, refreshed within the bound with no relation under it
+    /// redefined. A view whose relations were redefined is never usable.
     async fn usable(
         &self,
         view: &ViewVersion,
