@@ -65,6 +65,9 @@ impl Shape {
     }
 }
 
+/// Why a fresh view may be used, as `EXPLAIN` shows it.
+pub(crate) const FRESH: &str = "fresh";
+
 /// A view the rewrite may use, and what the session found of it.
 pub(crate) struct Candidate {
     /// The view's name as messages show it.
@@ -77,8 +80,11 @@ pub(crate) struct Candidate {
     pub reference: TableReference,
     /// Its rows (smaller views are preferred).
     pub rows: u64,
-    /// `Ok(why it may be used)` (`fresh`, or how stale it is) or why not.
-    pub usable: Result<String, String>,
+    /// `Ok(why it may be used)` (`fresh`, or how stale it is) or why not;
+    /// `None` until checked. An unchecked view is taken to be fresh: the
+    /// session checks each one a pass used, and passes again unless all
+    /// were (see [`Report::unchecked`]).
+    pub usable: Option<Result<String, String>>,
     /// When the view is stale by a change an incremental refresh follows:
     /// its data as of now (the view's columns), computed from its stored
     /// data and the changed source files, read instead of its scan. A
@@ -95,8 +101,9 @@ pub(crate) struct Report {
     /// `view: why not` for each view that did not replace a block it was
     /// tried on.
     pub rejected: Vec<String>,
-    /// Views that matched a block, usable or not.
-    pub matched: Vec<usize>,
+    /// Views the pass used without knowing whether they are usable (as
+    /// if fresh), by index.
+    pub unchecked: Vec<usize>,
 }
 
 /// Replaces blocks of `plan` (analyzed) with scans of the usable
@@ -123,20 +130,21 @@ pub(crate) fn rewrite(
             _ => return Ok(Transformed::no(node)),
         };
         let predicates = Predicates::new(&query.predicates);
-        let mut best: Option<(bool, u64, LogicalPlan, String)> = None;
+        let mut best: Option<(bool, u64, LogicalPlan, String, Option<usize>)> = None;
         for (i, candidate) in candidates.iter().enumerate() {
             if candidate.shape.block.tables != query.tables {
                 continue;
             }
-            let found = replace(&node, &query, &predicates, candidate);
-            if found.is_ok() && !report.matched.contains(&i) {
-                report.matched.push(i);
-            }
             // The shape must match, then the view be usable.
-            let (exact, replacement, why) = match found.and_then(|(exact, replacement)| {
-                let why = candidate.usable.as_ref().map_err(Clone::clone)?;
-                Ok((exact, replacement, why))
-            }) {
+            let found =
+                replace(&node, &query, &predicates, candidate).and_then(|(exact, replacement)| {
+                    match &candidate.usable {
+                        Some(Ok(why)) => Ok((exact, replacement, why.as_str())),
+                        Some(Err(why)) => Err(why.clone()),
+                        None => Ok((exact, replacement, FRESH)),
+                    }
+                });
+            let (exact, replacement, why) = match found {
                 Ok(found) => found,
                 Err(why) => {
                     report
@@ -158,11 +166,13 @@ pub(crate) fn rewrite(
                     candidate.rows,
                     replacement,
                     format!("{} ({why})", candidate.display),
+                    candidate.usable.is_none().then_some(i),
                 ));
             }
         }
         Ok(match best {
-            Some((_, _, replacement, why)) => {
+            Some((_, _, replacement, why, unchecked)) => {
+                report.unchecked.extend(unchecked);
                 report.used.push(why.clone());
                 let node = MatviewRewrite::mark(why, replacement);
                 Transformed::new(node, true, TreeNodeRecursion::Jump)

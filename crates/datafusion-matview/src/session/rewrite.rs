@@ -199,26 +199,36 @@ impl MatviewSession {
             }
         }
         let defaults = (catalog.as_str(), schema.as_str());
-        // Which views match a block, before their freshness is checked
-        // (a listing each).
-        let (_, dry_run) =
-            crate::rewrite::rewrite(analyzed.clone(), &candidates, defaults, &views)?;
-        for i in dry_run.matched {
-            if candidates[i].usable.is_err() {
-                match self
+        // Each pass takes the views not checked yet as fresh; the views it
+        // used that way are checked (a listing of their sources), and when
+        // one is not fresh the pass runs again with what was learned. So
+        // only views that would answer are checked, and a pass whose views
+        // all turn out fresh is the answer.
+        let (rewritten, mut report) = loop {
+            let (rewritten, report) =
+                crate::rewrite::rewrite(analyzed.clone(), &candidates, defaults, &views)?;
+            let mut all_fresh = true;
+            for &i in &report.unchecked {
+                let checked = self
                     .usable(&states[i], &state, &fingerprinter, config)
-                    .await
-                {
+                    .await;
+                let candidate = &mut candidates[i];
+                match checked {
                     Ok(usable) => {
-                        candidates[i].usable = Ok(usable.why);
-                        candidates[i].data = usable.data;
+                        all_fresh &= usable.data.is_none() && usable.why == crate::rewrite::FRESH;
+                        candidate.usable = Some(Ok(usable.why));
+                        candidate.data = usable.data;
                     }
-                    Err((why, _)) => candidates[i].usable = Err(why),
+                    Err((why, _)) => {
+                        all_fresh = false;
+                        candidate.usable = Some(Err(why));
+                    }
                 }
             }
-        }
-        let (rewritten, mut report) =
-            crate::rewrite::rewrite(analyzed, &candidates, defaults, &views)?;
+            if all_fresh {
+                break (rewritten, report);
+            }
+        };
         rejected.append(&mut report.rejected);
         report.rejected = rejected;
         if report.used.is_empty() {
@@ -267,7 +277,7 @@ impl MatviewSession {
             .get(name)
             .filter(|(k, _)| *k == key)
             .map(|(_, shape)| Arc::clone(shape));
-        let mut usable = Err("not checked".to_owned());
+        let mut usable = None;
         let mut data = None;
         let shape = match cached {
             Some(shape) => shape,
@@ -297,10 +307,10 @@ impl MatviewSession {
                 }
                 match checked {
                     Ok(checked) => {
-                        usable = Ok(checked.why);
+                        usable = Some(Ok(checked.why));
                         data = checked.data;
                     }
-                    Err((why, _)) => usable = Err(why),
+                    Err((why, _)) => usable = Some(Err(why)),
                 }
                 shape
             }
@@ -331,7 +341,7 @@ impl MatviewSession {
     /// redefined. A view whose relations were redefined is never usable.
     async fn usable(
         &self,
-        view: &ViewVersion,
+        view: &Arc<ViewVersion>,
         state: &datafusion::execution::SessionState,
         fingerprinter: &Fingerprinter<'_>,
         config: &MatviewConfig,
@@ -365,7 +375,7 @@ impl MatviewSession {
         let names = match diff.freshness() {
             Freshness::Fresh => {
                 return Ok(Usable {
-                    why: "fresh".into(),
+                    why: crate::rewrite::FRESH.into(),
                     data: None,
                 });
             }
@@ -425,7 +435,7 @@ impl MatviewSession {
     /// compensated.
     async fn compensated(
         &self,
-        view: &ViewVersion,
+        view: &Arc<ViewVersion>,
         state: &datafusion::execution::SessionState,
         diff: &Diff<'_>,
         now: &[SourceFingerprint],
@@ -450,17 +460,17 @@ impl MatviewSession {
         let write = write
             .pin(&self.pins(now, &unpinned).await.map_err(text)?)
             .map_err(text)?;
-        let provider = MaterializedViewTable::at(
+        let columns = MaterializedViewTable::at(
             Arc::clone(&self.catalog),
-            Arc::new(view.clone()),
+            Arc::clone(view),
             self.display(&entry.name),
-        );
-        let columns = provider.schema();
+        )
+        .schema();
         // The stored files the refresh would keep, read as the view's.
         let kept = if write.keep.is_empty() {
             None
         } else {
-            let mut kept = view.clone();
+            let mut kept = ViewVersion::clone(view);
             if let Some(snapshot) = kept.view.snapshot.as_mut() {
                 snapshot.row_count = write.keep.iter().map(|f| f.rows).sum();
                 snapshot.size_bytes = write.keep.iter().map(|f| f.size).sum();
