@@ -594,15 +594,19 @@ fn bench_rewrite(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usiz
         &plain,
         query,
     );
+    // A plain context over the source as it is now (DataFusion keeps a
+    // session's listings).
+    let new_plain = || {
+        rt.block_on(async {
+            let plain = SessionContext::new();
+            plain.sql(&fixture.src_sql()).await.unwrap();
+            plain
+        })
+    };
     // After 1% of the source was appended: the view's groups and the new
-    // file's, aggregated again, vs the query over the whole source (in a
-    // new context: DataFusion keeps a session's listings).
+    // file's, aggregated again, vs the query over the whole source.
     fixture.append_one_percent(0);
-    let plain_now = rt.block_on(async {
-        let plain = SessionContext::new();
-        plain.sql(&fixture.src_sql()).await.unwrap();
-        plain
-    });
+    let plain_now = new_plain();
     assert!(
         shows(
             &s,
@@ -664,11 +668,7 @@ fn bench_rewrite(c: &mut Criterion, rt: &Runtime, fixture: &Fixture, views: usiz
     // other files, and the rewritten file's group recomputed), vs the
     // query over the whole source.
     fixture.rewrite_one();
-    let plain_now = rt.block_on(async {
-        let plain = SessionContext::new();
-        plain.sql(&fixture.src_sql()).await.unwrap();
-        plain
-    });
+    let plain_now = new_plain();
     assert!(
         shows(
             &s,

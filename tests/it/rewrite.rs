@@ -197,6 +197,18 @@ struct Counts {
     past_removals: usize,
 }
 
+/// What `EXPLAIN VERBOSE sql` prints, its rows one after the other.
+async fn explain_verbose(s: &MatviewSession, sql: &str) -> String {
+    let batches = s
+        .sql(&format!("EXPLAIN VERBOSE {sql}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    plans(&batches)
+}
+
 fn plans(batches: &[RecordBatch]) -> String {
     let mut text = String::new();
     for batch in batches {
@@ -455,14 +467,7 @@ async fn explain_verbose_says_why_a_view_was_not_used() {
     ] {
         s.sql(sql).await.unwrap();
     }
-    let verbose = plans(
-        &s.sql("EXPLAIN VERBOSE SELECT id, val FROM src WHERE val > 10")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap(),
-    );
+    let verbose = explain_verbose(&s, "SELECT id, val FROM src WHERE val > 10").await;
     let start = verbose.find("not used").expect("the rewrite's row");
     let rewrite_row: Vec<&str> = verbose[start..]
         .lines()
@@ -480,14 +485,7 @@ async fn explain_verbose_says_why_a_view_was_not_used() {
     // The one file rewritten: an incremental refresh would read all of
     // it, so the view does not answer, and says why.
     std::fs::write(src.join("f0.csv"), csv(&mut Rng(4), 0, 20)).unwrap();
-    let verbose = plans(
-        &s.sql("EXPLAIN VERBOSE SELECT id, val FROM src WHERE val > 60")
-            .await
-            .unwrap()
-            .collect()
-            .await
-            .unwrap(),
-    );
+    let verbose = explain_verbose(&s, "SELECT id, val FROM src WHERE val > 60").await;
     assert!(
         verbose.contains("not used big: stale: src changed since its last refresh, and its data is not computed past the change as an incremental refresh would: "),
         "{verbose}"
