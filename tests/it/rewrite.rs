@@ -172,14 +172,8 @@ async fn session(dir: &std::path::Path) -> MatviewSession {
 /// part of it, each with why it may (`fresh`, or the change its data was
 /// computed past).
 async fn rewritten(s: &MatviewSession, sql: &str) -> Vec<String> {
-    let batches = s
-        .sql(&format!("EXPLAIN {sql}"))
+    explained(s, &format!("EXPLAIN {sql}"))
         .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    plans(&batches)
         .lines()
         .filter(|l| l.contains("MatviewRewrite"))
         .map(str::to_owned)
@@ -199,14 +193,12 @@ struct Counts {
 
 /// What `EXPLAIN VERBOSE sql` prints, its rows one after the other.
 async fn explain_verbose(s: &MatviewSession, sql: &str) -> String {
-    let batches = s
-        .sql(&format!("EXPLAIN VERBOSE {sql}"))
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    plans(&batches)
+    explained(s, &format!("EXPLAIN VERBOSE {sql}")).await
+}
+
+/// The plans an `EXPLAIN` statement prints, one after the other.
+async fn explained(s: &MatviewSession, explain: &str) -> String {
+    plans(&s.sql(explain).await.unwrap().collect().await.unwrap())
 }
 
 fn plans(batches: &[RecordBatch]) -> String {
@@ -307,14 +299,7 @@ async fn sequence(seed: u64, steps: usize, queries: usize) -> Result<Counts, Str
                 .map_err(|e| format!("seed {seed} step {step}: {sql}: {e}"))?;
             let (expected, got) = (multiset(&expected), multiset(&got));
             if !same_rows(&expected, &got) {
-                let explain = plans(
-                    &s.sql(&format!("EXPLAIN {sql}"))
-                        .await
-                        .unwrap()
-                        .collect()
-                        .await
-                        .unwrap(),
-                );
+                let explain = explained(&s, &format!("EXPLAIN {sql}")).await;
                 return Err(format!(
                     "seed {seed} step {step}: {sql}\nexpected {:?}\n     got {:?}\n{explain}",
                     expected.iter().map(|r| &r.0).collect::<Vec<_>>(),
