@@ -157,14 +157,21 @@ fn dim_sql(dir: &std::path::Path) -> String {
 
 /// A session over the catalog in `dir`, with `src` (and `dim`) defined.
 async fn session(dir: &std::path::Path) -> MatviewSession {
+    session_with(dir, &[src_sql(dir), dim_sql(dir)]).await
+}
+
+/// A session over the catalog in `dir`, after `statements` (tables and
+/// views to define).
+async fn session_with(dir: &std::path::Path, statements: &[String]) -> MatviewSession {
     let s = MatviewSession::open(
         SessionContext::new(),
         &dir.join("catalog").display().to_string(),
     )
     .await
     .unwrap();
-    s.sql(&src_sql(dir)).await.unwrap();
-    s.sql(&dim_sql(dir)).await.unwrap();
+    for sql in statements {
+        s.sql(sql).await.unwrap();
+    }
     s
 }
 
@@ -367,8 +374,15 @@ async fn answer(s: &MatviewSession, sql: &str) -> Vec<(String, Vec<String>)> {
 
 /// The answer of `sql` run in a new plain context over the table.
 async fn from_scratch(dir: &std::path::Path, sql: &str) -> Vec<(String, Vec<String>)> {
+    plain_answer(&[src_sql(dir)], sql).await
+}
+
+/// The answer of `sql` run in a new plain context with `tables` defined.
+async fn plain_answer(tables: &[String], sql: &str) -> Vec<(String, Vec<String>)> {
     let ctx = SessionContext::new();
-    ctx.sql(&src_sql(dir)).await.unwrap();
+    for table in tables {
+        ctx.sql(table).await.unwrap();
+    }
     multiset(&ctx.sql(sql).await.unwrap().collect().await.unwrap())
 }
 
@@ -501,19 +515,15 @@ async fn partitioned_tables_are_answered_past_appends_and_rewrites() {
          STORED AS CSV PARTITIONED BY (shard) LOCATION '{}/' OPTIONS ('format.has_header' 'true')",
         root.display()
     );
-    let s = MatviewSession::open(
-        SessionContext::new(),
-        &dir.path().join("catalog").display().to_string(),
+    let s = session_with(
+        dir.path(),
+        &[
+            table.clone(),
+            "CREATE MATERIALIZED VIEW p_sums AS SELECT shard, grp, sum(val) AS s, count(*) AS c FROM psrc GROUP BY shard, grp".into(),
+            "CREATE MATERIALIZED VIEW p_rows AS SELECT id, shard, val FROM psrc WHERE val > 30".into(),
+        ],
     )
-    .await
-    .unwrap();
-    s.sql(&table).await.unwrap();
-    for sql in [
-        "CREATE MATERIALIZED VIEW p_sums AS SELECT shard, grp, sum(val) AS s, count(*) AS c FROM psrc GROUP BY shard, grp",
-        "CREATE MATERIALIZED VIEW p_rows AS SELECT id, shard, val FROM psrc WHERE val > 30",
-    ] {
-        s.sql(sql).await.unwrap();
-    }
+    .await;
     let queries = [
         (
             "p_sums",
@@ -521,16 +531,9 @@ async fn partitioned_tables_are_answered_past_appends_and_rewrites() {
         ),
         ("p_rows", "SELECT id, shard, val FROM psrc WHERE val > 50"),
     ];
-    let from_scratch = |sql: &'static str| {
-        let table = table.clone();
-        async move {
-            let ctx = SessionContext::new();
-            ctx.sql(&table).await.unwrap();
-            multiset(&ctx.sql(sql).await.unwrap().collect().await.unwrap())
-        }
-    };
+    let tables = [table];
     let check = |changed: &'static str| {
-        let s = &s;
+        let (s, tables) = (&s, &tables);
         async move {
             for (view, sql) in queries {
                 let used = rewritten(s, sql).await;
@@ -540,7 +543,7 @@ async fn partitioned_tables_are_answered_past_appends_and_rewrites() {
                         && used[0].contains(changed),
                     "{view} after {changed}: {used:?}"
                 );
-                let (expected, got) = (from_scratch(sql).await, answer(s, sql).await);
+                let (expected, got) = (plain_answer(tables, sql).await, answer(s, sql).await);
                 assert!(same_rows(&expected, &got), "{sql}: {expected:?} vs {got:?}");
             }
         }
@@ -573,21 +576,12 @@ async fn joins_whose_tables_both_gained_files_are_not_answered_at_full_cost() {
             dim.display()
         ),
     ];
-    let s = MatviewSession::open(
-        SessionContext::new(),
-        &dir.path().join("catalog").display().to_string(),
-    )
-    .await
-    .unwrap();
-    for sql in &tables {
-        s.sql(sql).await.unwrap();
-    }
-    for sql in [
-        "CREATE MATERIALIZED VIEW j_sums AS SELECT d.label, s.grp, sum(s.val) AS total, count(*) AS c FROM src s JOIN dims d ON s.grp = d.grp GROUP BY d.label, s.grp",
-        "CREATE MATERIALIZED VIEW j_rows AS SELECT s.id, s.val, d.label FROM src s JOIN dims d ON s.grp = d.grp",
-    ] {
-        s.sql(sql).await.unwrap();
-    }
+    let mut statements = tables.to_vec();
+    statements.extend([
+        "CREATE MATERIALIZED VIEW j_sums AS SELECT d.label, s.grp, sum(s.val) AS total, count(*) AS c FROM src s JOIN dims d ON s.grp = d.grp GROUP BY d.label, s.grp".to_owned(),
+        "CREATE MATERIALIZED VIEW j_rows AS SELECT s.id, s.val, d.label FROM src s JOIN dims d ON s.grp = d.grp".to_owned(),
+    ]);
+    let s = session_with(dir.path(), &statements).await;
     // A new file in each table: new rows of src meet old and new labels,
     // and the new labels meet old rows of src.
     std::fs::write(src.join("f4.csv"), csv(&mut rng, 160, 10)).unwrap();
@@ -612,11 +606,7 @@ async fn joins_whose_tables_both_gained_files_are_not_answered_at_full_cost() {
             )),
             "{verbose}"
         );
-        let ctx = SessionContext::new();
-        for table in &tables {
-            ctx.sql(table).await.unwrap();
-        }
-        let expected = multiset(&ctx.sql(sql).await.unwrap().collect().await.unwrap());
+        let expected = plain_answer(&tables, sql).await;
         let got = answer(&s, sql).await;
         assert!(same_rows(&expected, &got), "{sql}: {expected:?} vs {got:?}");
     }
