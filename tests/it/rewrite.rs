@@ -11,6 +11,7 @@
 //! A failure prints the seed; `DFMV_REWRITE_SEED=<seed>` replays it.
 
 use datafusion::arrow::array::{Array, RecordBatch, StringArray};
+use datafusion::common::ScalarValue;
 use datafusion::prelude::SessionContext;
 use datafusion_matview::MatviewSession;
 
@@ -610,4 +611,90 @@ async fn joins_whose_tables_both_gained_files_are_not_answered_at_full_cost() {
         let got = answer(&s, sql).await;
         assert!(same_rows(&expected, &got), "{sql}: {expected:?} vs {got:?}");
     }
+}
+
+/// A query with parameters is answered from views once their values are
+/// bound: through [`MatviewSession::with_param_values`] (what the Flight
+/// SQL server does for a prepared statement) and SQL `EXECUTE`, fresh,
+/// past an append, and after another session replaced the view.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queries_with_parameters_are_answered_once_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut rng = Rng(11);
+    std::fs::write(src.join("f0.csv"), csv(&mut rng, 0, 40)).unwrap();
+    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    let (a, b) = (session(dir.path()).await, session(dir.path()).await);
+    a.sql("CREATE MATERIALIZED VIEW v AS SELECT grp, sum(val) AS s FROM src GROUP BY grp")
+        .await
+        .unwrap();
+    let with_parameter = "SELECT grp, sum(val) FROM src WHERE grp > $1 GROUP BY grp";
+    let with_value = "SELECT grp, sum(val) FROM src WHERE grp > 2 GROUP BY grp";
+    let views = |df: &datafusion::dataframe::DataFrame| -> Vec<String> {
+        df.logical_plan()
+            .display_indent()
+            .to_string()
+            .lines()
+            .filter(|l| l.contains("MatviewRewrite"))
+            .map(|l| l.trim().to_owned())
+            .collect()
+    };
+
+    // The library: planned with the parameter, then bound.
+    let planned = a.sql(with_parameter).await.unwrap();
+    assert!(views(&planned).is_empty(), "not answered before binding");
+    let bound = a
+        .with_param_values(planned, vec![ScalarValue::Int64(Some(2))])
+        .await
+        .unwrap();
+    assert_eq!(views(&bound), ["MatviewRewrite: v (fresh)"]);
+    assert_eq!(
+        multiset(&bound.collect().await.unwrap()),
+        from_scratch(dir.path(), with_value).await
+    );
+
+    // SQL: PREPARE, then EXECUTE, fresh and past an appended file.
+    a.sql(&format!("PREPARE above(BIGINT) AS {with_parameter}"))
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let executed = a.sql("EXECUTE above(2)").await.unwrap();
+    assert_eq!(views(&executed), ["MatviewRewrite: v (fresh)"]);
+    assert_eq!(
+        multiset(&executed.collect().await.unwrap()),
+        from_scratch(dir.path(), with_value).await
+    );
+    std::fs::write(src.join("f1.csv"), csv(&mut rng, 40, 10)).unwrap();
+    let executed = a.sql("EXECUTE above(2)").await.unwrap();
+    assert_eq!(
+        views(&executed),
+        ["MatviewRewrite: v (stale: src: 1 file(s) appended; merged into the existing groups)"]
+    );
+    assert_eq!(
+        multiset(&executed.collect().await.unwrap()),
+        from_scratch(dir.path(), with_value).await
+    );
+
+    // Another session gives v other sums: the prepared statement is no
+    // longer answered from it, and its answer is still the query's.
+    b.sql(
+        "CREATE OR REPLACE MATERIALIZED VIEW v AS SELECT grp, max(val) AS s FROM src GROUP BY grp",
+    )
+    .await
+    .unwrap();
+    let executed = a.sql("EXECUTE above(2)").await.unwrap();
+    assert!(views(&executed).is_empty(), "{:?}", views(&executed));
+    assert_eq!(
+        multiset(&executed.collect().await.unwrap()),
+        from_scratch(dir.path(), with_value).await
+    );
+    // Parameters DataFusion refuses are refused as it refuses them.
+    let error = a.sql("EXECUTE above(2, 3)").await.unwrap_err().to_string();
+    assert!(
+        error.contains("Prepared statement 'above' expects 1 parameters, but 2 provided"),
+        "{error}"
+    );
 }

@@ -1846,6 +1846,68 @@ async fn each_client_has_its_own_settings_and_none_reach_the_server() {
     server.stop().await;
 }
 
+/// A prepared query over a table, with a parameter, is answered from a
+/// view once its value is bound. Seen under `stale_ok`: after the table's
+/// file is rewritten, the view (not compensated, and stale) answers with
+/// its own total, not the table's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepared_query_with_a_parameter_is_answered_from_a_view() {
+    let server = TestServer::start(with_flight()).await;
+    let mut a = flight_client(server.flight.unwrap()).await;
+    query(
+        &mut a,
+        "CREATE MATERIALIZED VIEW totals AS SELECT region, sum(amount) AS total FROM orders GROUP BY region",
+    )
+    .await;
+    let mut prepared = a
+        .prepare(
+            "SELECT region, sum(amount) AS total FROM orders WHERE region = $1 GROUP BY region"
+                .into(),
+            None,
+        )
+        .await
+        .unwrap();
+    // `$1` as the type the server announced for it.
+    let parameters = Arc::new(prepared.parameter_schema().unwrap().clone());
+    let north: Arc<dyn Array> =
+        Arc::new(datafusion::arrow::array::StringArray::from(vec!["north"]));
+    let north = datafusion::arrow::compute::cast(&north, parameters.field(0).data_type()).unwrap();
+    prepared
+        .set_parameters(RecordBatch::try_new(parameters, vec![north]).unwrap())
+        .unwrap();
+    async fn total(
+        client: &mut FlightSqlServiceClient<Channel>,
+        prepared: &mut arrow_flight::sql::client::PreparedStatement<Channel>,
+    ) -> Vec<String> {
+        let info = prepared.execute().await.unwrap();
+        strings(&fetch(client, info).await, "total")
+    }
+    assert_eq!(total(&mut a, &mut prepared).await, ["12"]);
+    std::fs::write(
+        server.dir.path().join("src/jan.csv"),
+        "region,amount\nnorth,10\nsouth,5\nnorth,20\n",
+    )
+    .unwrap();
+    assert_eq!(
+        total(&mut a, &mut prepared).await,
+        ["30"],
+        "the table's total"
+    );
+    query(&mut a, "SET matview.rewrite = 'stale_ok'").await;
+    assert_eq!(
+        total(&mut a, &mut prepared).await,
+        ["12"],
+        "the view's total"
+    );
+    query(&mut a, "REFRESH MATERIALIZED VIEW totals").await;
+    assert_eq!(
+        total(&mut a, &mut prepared).await,
+        ["30"],
+        "the view's total, refreshed"
+    );
+    server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prepared_statement_reads_what_the_names_mean_now() {
     let server = TestServer::start(with_flight()).await;

@@ -136,6 +136,30 @@ def test_a_prepared_statement_reads_what_the_names_mean_now(server):
                 {"region": "south", "total": 1, "most": 5}]
 
 
+def test_a_prepared_query_with_a_parameter_is_answered_from_a_view(server):
+    """The driver binds `$1` to a statement it prepared over the table; the
+    server answers it from the view once the value is bound. Seen under
+    `stale_ok`: after the table's file is rewritten, the stale view gives
+    its own total, not the table's."""
+    uri, folder = server
+    query = "SELECT region, sum(amount) AS total FROM orders WHERE region = $1 GROUP BY region"
+    with connect(uri) as conn, conn.cursor() as cur:
+        rows(cur, f"CREATE EXTERNAL TABLE orders STORED AS CSV LOCATION '{folder / 'src'}/'")
+        rows(cur, "CREATE MATERIALIZED VIEW totals AS SELECT region, sum(amount) AS total FROM orders GROUP BY region")
+
+        def total() -> int:
+            cur.execute(query, parameters=("north",))
+            return cur.fetch_arrow_table().to_pylist()[0]["total"]
+
+        assert total() == 12
+        (folder / "src" / "jan.csv").write_text("region,amount\nnorth,10\nsouth,5\nnorth,20\n")
+        assert total() == 30, "the table's total: the view is stale and not used"
+        rows(cur, "SET matview.rewrite = 'stale_ok'")
+        assert total() == 12, "the view's total"
+        rows(cur, "REFRESH MATERIALIZED VIEW totals")
+        assert total() == 30
+
+
 def test_each_connection_has_its_own_settings(server):
     uri, folder = server
     with connect(uri) as a, a.cursor() as cur_a, connect(uri) as b, b.cursor() as cur_b:

@@ -749,9 +749,15 @@ impl FlightSqlService for FlightSql {
                 )));
             }
             if let Some(params) = params {
-                df = df
-                    .with_param_values(params)
-                    .map_err(|e| status(Error::from(e)))?;
+                // Bound, then answered from views as a query without
+                // parameters is.
+                let session = self.session(&client);
+                let binding = async move { session.with_param_values(df, params).await };
+                df = self
+                    .shared
+                    .within_time_limit(self.shared.work.run(binding))
+                    .await
+                    .map_err(status)?;
             }
         }
         let schema = df.schema().as_arrow().clone();

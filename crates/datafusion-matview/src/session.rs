@@ -461,6 +461,9 @@ pub struct MatviewSession {
     history: Arc<crate::history::History>,
     /// The shapes of views' definitions, for the rewrite.
     shapes: rewrite::Shapes,
+    /// The statements this session prepared (`PREPARE`), as planned, for
+    /// `EXECUTE` to answer from views once its parameters are bound.
+    prepared: rewrite::PreparedStatements,
 }
 
 /// What the session last brought up to the catalog's index.
@@ -552,6 +555,7 @@ impl MatviewSession {
             family,
             history,
             shapes: Arc::default(),
+            prepared: Arc::default(),
         };
         // Remembered relations are built where they are first used.
         session.sync().await?;
@@ -648,6 +652,7 @@ impl MatviewSession {
             family: self.family.clone(),
             history: Arc::clone(&self.history),
             shapes: Arc::clone(&self.shapes),
+            prepared: Arc::default(),
         }
     }
 

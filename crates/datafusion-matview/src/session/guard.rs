@@ -301,8 +301,22 @@ impl MatviewSession {
         {
             return Ok(no_rows(&self.ctx));
         }
+        // What a PREPARE or DEALLOCATE does, kept once DataFusion did it.
+        let prepared = match &plan {
+            LogicalPlan::Statement(datafusion::logical_expr::Statement::Prepare(prepare)) => {
+                Some((prepare.name.clone(), Some(prepare.clone())))
+            }
+            LogicalPlan::Statement(datafusion::logical_expr::Statement::Deallocate(deallocate)) => {
+                Some((deallocate.name.clone(), None))
+            }
+            _ => None,
+        };
         let plan = self.answer_from_views(plan).await?;
+        let plan = self.execute_from_views(plan).await;
         let df = self.ctx.execute_logical_plan(plan).await?;
+        if let Some((name, prepare)) = prepared {
+            self.prepared_changed(name, prepare);
+        }
         if let DFStatement::Statement(inner) = &statement
             && let SQLStatement::CreateView(view) = inner.as_ref()
         {

@@ -11,10 +11,14 @@
 //! with no relation under it redefined. Its scan is held at the state
 //! checked.
 
+use datafusion::common::ParamValues;
 use datafusion::common::config::ExtensionOptions;
 use datafusion::common::display::{PlanType, StringifiedPlan};
-use datafusion::logical_expr::Explain;
+use datafusion::common::metadata::ScalarAndMetadata;
 use datafusion::logical_expr::builder::LogicalPlanBuilder;
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::{Execute, Explain, Prepare, Statement};
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 
 use super::*;
 use crate::freshness::Freshness;
@@ -30,6 +34,9 @@ pub(crate) type Shapes =
 
 /// How many shapes a session keeps.
 const MAX_SHAPES: usize = 4096;
+
+/// The statements a session prepared (`PREPARE`), by name, as planned.
+pub(crate) type PreparedStatements = Arc<std::sync::Mutex<HashMap<String, Arc<Prepare>>>>;
 
 impl MatviewSession {
     /// The session's rewrite settings.
@@ -131,6 +138,103 @@ impl MatviewSession {
                 (plan, None)
             }
         }
+    }
+
+    /// `df`, a query planned by [`Self::sql`] with parameters (`$1`,
+    /// `$2`, ...), with `params` bound to them and answered from
+    /// materialized views as a query without parameters is.
+    /// (`DataFrame::with_param_values` binds them too, but the query then
+    /// reads its tables as written: a query with parameters is not
+    /// answered from views until their values are known.)
+    pub async fn with_param_values(
+        &self,
+        df: DataFrame,
+        params: impl Into<ParamValues>,
+    ) -> Result<DataFrame> {
+        let (state, plan) = df.into_parts();
+        // A query without parameters was answered when it was planned.
+        let had_parameters = !plan.get_parameter_types()?.is_empty();
+        let mut plan = plan.with_param_values(params)?;
+        if had_parameters {
+            plan = self.answer_from_views(plan).await?;
+        }
+        Ok(DataFrame::new(state, plan))
+    }
+
+    /// `plan` with an `EXECUTE` of a statement this session prepared
+    /// replaced by that statement's query, its parameters bound, when
+    /// views answer it; otherwise `plan` as it is, for DataFusion to run
+    /// (which also gives the errors: unknown statement, wrong parameters).
+    pub(super) async fn execute_from_views(&self, plan: LogicalPlan) -> LogicalPlan {
+        let LogicalPlan::Statement(Statement::Execute(execute)) = &plan else {
+            return plan;
+        };
+        let config = self.rewrite_config();
+        if config.rewrite == RewriteMode::Off || on_cluster(&self.ctx.state()) {
+            return plan;
+        }
+        let Some(bound) = self.bound(execute) else {
+            return plan;
+        };
+        match self.rewrite_or_keep(bound, &config).await {
+            (rewritten, Some(report)) if !report.used.is_empty() => rewritten,
+            _ => plan,
+        }
+    }
+
+    /// The query of the statement `execute` runs, with its parameters
+    /// bound as DataFusion binds them (each simplified to a literal, cast
+    /// to the type `PREPARE` declared); `None` when this session did not
+    /// prepare it or a parameter is not one DataFusion would take.
+    fn bound(&self, execute: &Execute) -> Option<LogicalPlan> {
+        let prepare = self
+            .prepared
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&execute.name)
+            .cloned()?;
+        let state = self.ctx.state();
+        let simplifier = ExprSimplifier::new(
+            SimplifyContext::builder()
+                .with_schema(Arc::clone(prepare.input.schema()))
+                .with_config_options(Arc::clone(state.config_options()))
+                .with_query_execution_start_time(state.execution_props().query_execution_start_time)
+                .build(),
+        );
+        let mut values = vec![];
+        for parameter in &execute.parameters {
+            let Ok(Expr::Literal(value, metadata)) = simplifier.simplify(parameter.clone()) else {
+                return None;
+            };
+            values.push(ScalarAndMetadata::new(value, metadata));
+        }
+        if !prepare.fields.is_empty() {
+            if values.len() != prepare.fields.len() {
+                return None;
+            }
+            values = values
+                .into_iter()
+                .zip(&prepare.fields)
+                .map(|(value, field)| value.cast_storage_to(field.data_type()))
+                .collect::<datafusion::error::Result<_>>()
+                .ok()?;
+        }
+        prepare
+            .input
+            .as_ref()
+            .clone()
+            .with_param_values(ParamValues::List(values))
+            .ok()
+    }
+
+    /// Keeps what a `PREPARE` (`Some`) or `DEALLOCATE` (`None`) that
+    /// DataFusion ran did to the statements `name` names.
+    pub(super) fn prepared_changed(&self, name: String, prepare: Option<Prepare>) {
+        let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        match prepare {
+            Some(prepare) => prepared.insert(name, Arc::new(prepare)),
+            None => prepared.remove(&name),
+        };
     }
 
     /// The query `plan` rewritten, and what the rewrite found (`None`: no
