@@ -39,6 +39,10 @@ const VIEWS: &[(&str, &str)] = &[
         "v_even",
         "SELECT grp, tags, sum(val) AS s, count(*) AS c FROM src WHERE id % 2 = 0 GROUP BY grp, tags",
     ),
+    (
+        "v_pairs",
+        "SELECT DISTINCT grp, tags FROM src WHERE val > 10",
+    ),
 ];
 
 const AGGREGATES: &[&str] = &[
@@ -51,6 +55,8 @@ const AGGREGATES: &[&str] = &[
     "min(id)",
     "max(id)",
     "count(DISTINCT tags)",
+    "max(tags)",
+    "count(DISTINCT grp)",
 ];
 
 fn predicate(rng: &mut Rng) -> String {
@@ -101,7 +107,7 @@ fn predicates(rng: &mut Rng, qualify: &str) -> String {
 
 /// A random query over `src` (and `dim`).
 fn query(rng: &mut Rng) -> String {
-    match rng.below(5) {
+    match rng.below(6) {
         0..=2 => {
             let keys = match rng.below(4) {
                 0 => vec![],
@@ -123,6 +129,14 @@ fn query(rng: &mut Rng) -> String {
             )
         }
         3 => format!("SELECT id, grp, val FROM src{}", predicates(rng, "")),
+        4 => {
+            let columns = match rng.below(3) {
+                0 => "grp",
+                1 => "tags",
+                _ => "grp, tags",
+            };
+            format!("SELECT DISTINCT {columns} FROM src{}", predicates(rng, ""))
+        }
         _ => {
             let aggregates: Vec<String> = pick(rng, &AGGREGATES[..6], 2)
                 .into_iter()

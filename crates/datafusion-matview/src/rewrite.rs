@@ -117,10 +117,14 @@ pub(crate) fn rewrite(
     let mut report = Report::default();
     let rewritten = plan.transform_down_with_subqueries(|node| {
         let query = match &node {
-            LogicalPlan::Aggregate(_) | LogicalPlan::Projection(_) => {
+            LogicalPlan::Aggregate(_) | LogicalPlan::Projection(_) | LogicalPlan::Distinct(_) => {
                 match normal::block(&node, defaults, views) {
                     Ok(block)
-                        if block.group.is_none() || matches!(node, LogicalPlan::Aggregate(_)) =>
+                        if block.group.is_none()
+                            || matches!(
+                                node,
+                                LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_)
+                            ) =>
                     {
                         block
                     }
@@ -373,8 +377,25 @@ fn roll_up(
     };
     let whole = |e: &Expr| mapper.whole(e).ok_or_else(cannot);
     let name = func.name();
+    // What only asks which values a group holds (a DISTINCT aggregate,
+    // `min`, `max`) of the view's grouping columns: the view's rows hold
+    // the same values per group as the query's rows, so it is computed
+    // over them as written. (A view's aggregate of the same is preferred
+    // below, for `min` and `max`.)
+    let of_keys = || {
+        let mut over_view = aggregate.clone();
+        if let Expr::AggregateFunction(f) = &mut over_view {
+            f.params.args = f
+                .params
+                .args
+                .iter()
+                .map(|arg| mapper.map(arg))
+                .collect::<Option<Vec<_>>>()?;
+        }
+        Some(over_view)
+    };
     if params.distinct && !matches!(name, "min" | "max") {
-        return Err(cannot());
+        return Ok(Finish::Column(add(of_keys().ok_or_else(cannot)?)));
     }
     let call = |f: &str, arg: Expr| own(f).call(vec![arg]);
     match name {
@@ -384,8 +405,10 @@ fn roll_up(
             if let Expr::AggregateFunction(f) = &mut plain {
                 f.params.distinct = false;
             }
-            let column = mapper.whole(&plain).or_else(|| mapper.whole(aggregate));
-            Ok(Finish::Column(add(call(name, column.ok_or_else(cannot)?))))
+            match mapper.whole(&plain).or_else(|| mapper.whole(aggregate)) {
+                Some(column) => Ok(Finish::Column(add(call(name, column)))),
+                None => Ok(Finish::Column(add(of_keys().ok_or_else(cannot)?))),
+            }
         }
         "count" => Ok(Finish::Count(add(call("sum", whole(aggregate)?)))),
         "avg" => {

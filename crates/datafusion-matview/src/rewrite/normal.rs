@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap};
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{Column, JoinType, NullEquality, TableReference};
 use datafusion::logical_expr::utils::split_conjunction;
-use datafusion::logical_expr::{Expr, LogicalPlan, Operator};
+use datafusion::logical_expr::{Distinct, Expr, LogicalPlan, Operator};
 
 use crate::spec::QualifiedName;
 
@@ -43,6 +43,7 @@ pub(crate) type ViewDefaults = HashMap<QualifiedName, (String, String)>;
 /// (and under a plain view inlined in it, under `views`' defaults for it).
 /// Projections and aliases may sit anywhere; filters and inner joins
 /// below the aggregate; above an aggregate only projections and aliases.
+/// `SELECT DISTINCT` is a `GROUP BY` of all its columns.
 pub(crate) fn block(
     plan: &LogicalPlan,
     defaults: (&str, &str),
@@ -191,6 +192,15 @@ impl Parser<'_> {
                 }
                 self.group = Some(keys);
                 Ok(outputs)
+            }
+            // SELECT DISTINCT: a GROUP BY of all its columns.
+            LogicalPlan::Distinct(Distinct::All(input)) => {
+                if self.group.is_some() {
+                    return Err("DISTINCT over an aggregate".into());
+                }
+                let keys = self.parse(input)?;
+                self.group = Some(keys.clone());
+                Ok(keys)
             }
             other => Err(format!("a {} node", other.display())),
         }
