@@ -10,7 +10,7 @@
 //! back must give exactly that JSON: renaming, dropping or re-encoding a
 //! field (ours, or the Arrow schema's serde form) fails here before it can
 //! strand a catalog (format 1 is what catalogs written before format 2 hold;
-//! this build reads and migrates them). `manifest-format7.json` stands for
+//! this build reads and migrates them). `manifest-format8.json` stands for
 //! a newer build's file: refused by name, never half read. Every object
 //! of formats 2 to 4 (index version, checkpoint, view version, snapshot
 //! marker) is pinned too, from `tests/data/format2-catalog` (also read
@@ -24,7 +24,7 @@ use datafusion_matview::catalog::parse_manifest;
 use datafusion_matview::spec::{Fingerprint, Manifest, QualifiedName, RelationKind};
 
 const FORMAT1: &str = include_str!("../data/manifest-format1.json");
-const FORMAT7: &str = include_str!("../data/manifest-format7.json");
+const FORMAT8: &str = include_str!("../data/manifest-format8.json");
 
 fn read() -> Manifest {
     parse_manifest("tests/data/manifest-format1.json", FORMAT1.as_bytes(), 11).unwrap()
@@ -136,18 +136,18 @@ fn format_1_reads_every_kind_of_entry() {
 
 #[test]
 fn a_newer_format_is_refused_by_name() {
-    let err = parse_manifest("cat/_matview/log/12.json", FORMAT7.as_bytes(), 12).unwrap_err();
+    let err = parse_manifest("cat/_matview/log/12.json", FORMAT8.as_bytes(), 12).unwrap_err();
     assert!(matches!(
         err,
         Error::UnsupportedFormat {
-            found: 7,
-            supported: 6,
+            found: 8,
+            supported: 7,
             ..
         }
     ));
     assert_eq!(
         err.to_string(),
-        "manifest cat/_matview/log/12.json has format version 7, but this build reads up to 6\n\
+        "manifest cat/_matview/log/12.json has format version 8, but this build reads up to 7\n\
          HINT: Upgrade datafusion-matview to use this catalog."
     );
 }

@@ -637,7 +637,8 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
                 _ => assert!(incremental > 0, "{view} never incremental: {modes:?}"),
             }
         }
-        // Removals and rewrites evict by lineage in row-wise views over one table.
+        // Removals and rewrites evict by lineage in row-wise views over one
+        // table, and over a join with the small dim (lineage follows src).
         for view in [
             "identity",
             "filtered",
@@ -645,6 +646,8 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
             "unnested",
             "through_view",
             "union_all",
+            "joined",
+            "left_joined",
         ] {
             assert!(
                 count(&format!("{view}:evicting")) > 0,
@@ -658,8 +661,9 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
                 "{view} never refreshed by the delta rule: {modes:?}"
             );
         }
-        // Removals and rewrites under an aggregate over one table
-        // recompute only the partial aggregates of the files they touched.
+        // Removals and rewrites under an aggregate over one table (or over
+        // src joined with dim) recompute only the partial aggregates of the
+        // files they touched.
         for view in [
             "grouped",
             "grouped_expr",
@@ -669,6 +673,7 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
             "over_aggregates",
             "nested",
             "distinct_count",
+            "joined_grouped",
         ] {
             assert!(
                 count(&format!("{view}:regrouping")) > 0,

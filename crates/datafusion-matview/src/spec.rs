@@ -40,8 +40,11 @@ pub fn new_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
 
-/// Newest metadata format this build reads and the one it writes: 6 is
-/// format 5 whose snapshots may keep partial aggregates
+/// Newest metadata format this build reads and the one it writes: 7 is
+/// format 6 whose snapshots of views over several tables may keep lineage
+/// and partial aggregates for one of them ([`Snapshot::lineage_of`]),
+/// which a format 6 build would take for partials of whichever table
+/// changed; 6 is format 5 whose snapshots may keep partial aggregates
 /// ([`Snapshot::partials`]), files that an older build's cleanup would not
 /// know the snapshot still uses; 5 is format 4 with a checkpoint's readers after its views (which views read
 /// each relation, [`CheckpointHeader::readers`]), so dropping a relation
@@ -52,9 +55,9 @@ pub fn new_id() -> String {
 /// versions record each remembered relation that changed
 /// ([`IndexAction::PutRelation`], [`IndexAction::RemoveRelation`]); 2 is
 /// the same but repeats every remembered relation whenever one changes.
-/// Formats 2 to 5 are read as they are; 1, a log of whole-catalog
+/// Formats 2 to 6 are read as they are; 1, a log of whole-catalog
 /// [`Manifest`]s, is read and migrated.
-pub const MANIFEST_FORMAT: u32 = 6;
+pub const MANIFEST_FORMAT: u32 = 7;
 
 /// Newest definition format: the definition is DataFusion SQL, planned with
 /// the recorded default catalog and schema.
@@ -347,8 +350,8 @@ pub struct Snapshot {
     /// sum and count behind an `avg`). Queries never see them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub state_columns: Vec<String>,
-    /// Partial aggregates of an aggregate view over one file-backed table:
-    /// per group of source files (its lineage), the view's groups and
+    /// Partial aggregates of an aggregate view over the table its lineage
+    /// follows (see `lineage_of`): per group of its files, the view's groups and
     /// state computed from those files alone. Queries never read them; a
     /// refresh after files were removed or rewritten recomputes only the
     /// partials whose files changed and merges them with the others.
@@ -357,6 +360,13 @@ pub struct Snapshot {
     /// and state (see `refresh::plan::shape::Post`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub partials: Vec<DataFile>,
+    /// The source table whose files the lineage of the data files and
+    /// partials lists: for a view over several tables (a join), the one
+    /// its lineage follows; a removal in another is not one lineage can
+    /// tell. `None` in snapshots written before it was recorded, whose
+    /// lineage (if any) is of the view's only table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage_of: Option<QualifiedName>,
 }
 
 impl Snapshot {
@@ -476,6 +486,7 @@ mod tests {
                     columns: vec![],
                     lineage: Some(vec!["file:///src/a.csv".into()]),
                 }],
+                lineage_of: Some(QualifiedName::new("datafusion", "public", "src")),
             }),
             auto_refresh: Default::default(),
         });
@@ -551,6 +562,7 @@ mod tests {
             sources: vec![],
             state_columns: vec![],
             partials: vec![],
+            lineage_of: None,
         };
         let mut m = ViewVersion {
             format_version: MANIFEST_FORMAT,

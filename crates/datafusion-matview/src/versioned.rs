@@ -496,6 +496,7 @@ fn changes_plan(
             sources: vec![],
             state_columns: vec![],
             partials: vec![],
+            lineage_of: None,
         };
         let table = SnapshotTable::new(Arc::clone(catalog), snapshot, Arc::clone(schema));
         Ok(LogicalPlanBuilder::scan(

@@ -645,6 +645,7 @@ fn test_view(name: &str, snapshot: &str) -> ViewEntry {
             sources: vec![],
             state_columns: vec![],
             partials: vec![],
+            lineage_of: None,
         }),
         name,
         dir,

@@ -334,6 +334,7 @@ mod tests {
             sources,
             state_columns: vec![],
             partials: vec![],
+            lineage_of: None,
         }
     }
 

@@ -16,19 +16,21 @@
 //!   one by one: either side of an inner join, the preserved side of an
 //!   outer, semi or anti join): every output row comes from one row of the
 //!   changed table, so the query over the new files alone gives exactly the
-//!   new output rows, which are added as new files. For a view over one
-//!   file-backed table each data file records its *lineage*, the source
-//!   files it was computed from; removed or rewritten source files evict
-//!   the data files computed from them, and the source files those data
-//!   files also covered are read again with the new and rewritten ones.
+//!   new output rows, which are added as new files. Each data file records
+//!   its *lineage*, the source files it was computed from, of one listing
+//!   table: the view's only one, or over a join the largest, beside small
+//!   others ([`lineage_table`], recorded as [`Snapshot::lineage_of`]);
+//!   removed or rewritten files of that table evict the data files
+//!   computed from them, and the source files those data files also
+//!   covered are read again with the new and rewritten ones.
 //! - **Aggregates** (`GROUP BY`, or none; `SELECT DISTINCT` is a GROUP BY
 //!   of every column) whose outputs are the group keys
 //!   and `count`, `sum`, `min`, `max` and `avg` over a row-wise input, after
 //!   appends: the query over the new files gives partial aggregates, merged
 //!   with the stored groups (counts and sums add up, minimums and maximums
 //!   compare; `avg` is kept as a hidden sum and count beside the view's
-//!   columns). Over one listing table, a full refresh also keeps a
-//!   partial aggregate per group of source files ([`Partials`]); removed
+//!   columns). Over the listing table lineage follows, a full refresh also
+//!   keeps a partial aggregate per group of its files ([`Partials`]); removed
 //!   or rewritten files then recompute only the partials of their groups,
 //!   and the view is the merge of all partials. Without partials, removals
 //!   cannot be taken back out of an aggregate, so they recompute the view.
@@ -44,13 +46,14 @@
 //! Everything else recomputes the view, with the reason: other shapes
 //! (sort, limit, distinct, window, set operations, subqueries over the
 //! changed table, a table joined with itself), files removed or rewritten
-//! in several changed tables, tables that are not file-backed, and
+//! in several changed tables or in one lineage does not follow, tables
+//! that are not file-backed, and
 //! changes the cost rule of [`super::decide`] finds no cheaper than a full
 //! refresh.
 //!
-//! A full refresh of a row-wise view over one file-backed table writes its
-//! data in groups of source files, one data file per group, so that later
-//! removals evict only the groups they touch.
+//! A full refresh of a view row-wise in the table lineage follows writes
+//! its data in groups of that table's files, one data file per group, so
+//! that later removals evict only the groups they touch.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -124,6 +127,9 @@ pub(crate) struct Write {
     /// The partial aggregates of the new snapshot (see
     /// [`Snapshot::partials`]).
     pub partials: Partials,
+    /// The table the lineage of its files lists files of (see
+    /// [`Snapshot::lineage_of`]).
+    pub lineage_of: Option<QualifiedName>,
 }
 
 /// How a stale view is brought up to date.
@@ -132,7 +138,7 @@ pub(crate) enum Strategy {
     /// Less than a full recomputation; the detail says what, the
     /// estimate what the cost rule compared.
     Incremental {
-        write: Write,
+        write: Box<Write>,
         detail: String,
         estimate: Estimate,
     },
@@ -217,18 +223,59 @@ impl Write {
     }
 }
 
-/// The one table a view reads (through plain views too), with its files,
-/// when that table is file-backed and the view reads nothing else.
-pub(crate) fn only_table(
+/// The table a full refresh keeps lineage for: of the listing tables
+/// under `sources` (through plain views), the one with the most bytes
+/// (the fact table of a join with a dimension), which removals and
+/// rewrites most likely hit and recomputing costs most. Only changes to
+/// it evict by lineage; changes to the others are handled otherwise.
+///
+/// Each group of its files is computed apart, reading the other tables
+/// again: so beside other tables, in as many groups (at most
+/// [`LINEAGE_GROUPS`], at least two) as read them again for at most a
+/// quarter of the table's bytes, and only when their sizes are known
+/// (listing tables and materialized views). With it, its files and that
+/// most of groups.
+pub(crate) fn lineage_table(
     sources: &[SourceFingerprint],
-) -> Option<(&QualifiedName, &[FileFingerprint])> {
+) -> Option<(&QualifiedName, &[FileFingerprint], usize)> {
     let mut tables = BTreeMap::new();
     leaves_under(sources, &mut tables);
-    match tables.into_iter().collect::<Vec<_>>().as_slice() {
-        [(name, Fingerprint::Files { files, .. })] => Some((*name, files.as_slice())),
-        _ => None,
+    let bytes = |files: &[FileFingerprint]| non_empty(files).map(|f| f.size).sum::<u64>();
+    let mut all = 0;
+    let mut largest: Option<(&QualifiedName, &[FileFingerprint], u64)> = None;
+    for (name, fingerprint) in tables {
+        let size = match fingerprint {
+            Fingerprint::Files { files, .. } => {
+                let size = bytes(files);
+                // The first of the largest, by name: the same every time.
+                if largest.is_none_or(|(_, _, most)| size > most) {
+                    largest = Some((name, files.as_slice(), size));
+                }
+                size
+            }
+            Fingerprint::Snapshot { files, .. } => bytes(files),
+            _ => return None,
+        };
+        all += size;
     }
+    let (name, files, size) = largest?;
+    let others = all - size;
+    let most = match (size / 4).checked_div(others) {
+        // Alone (or beside empty tables).
+        None => LINEAGE_GROUPS,
+        Some(rereads) => (rereads as usize).saturating_add(1).min(LINEAGE_GROUPS),
+    };
+    (most >= 2).then_some((name, files, most))
 }
+
+/// The table a full refresh keeps lineage for, read through `provider`
+/// (see [`lineage_table`]).
+pub(crate) type LineageSource<'a> = (
+    &'a Arc<dyn TableProvider>,
+    &'a QualifiedName,
+    &'a [FileFingerprint],
+    usize,
+);
 
 /// A table whose files can be read apart from the rest: a listing table,
 /// or a materialized view (whose data files are immutable).
@@ -545,10 +592,10 @@ fn per_group(
 
 /// Splits `files` (sorted by path) into at most [`LINEAGE_GROUPS`] runs of
 /// consecutive files of about equal size.
-fn groups(files: &[FileFingerprint]) -> Vec<Vec<String>> {
+fn groups(files: &[FileFingerprint], most: usize) -> Vec<Vec<String>> {
     let files: Vec<&FileFingerprint> = non_empty(files).collect();
     let total: u64 = files.iter().map(|f| f.size).sum();
-    let target = total.div_ceil(LINEAGE_GROUPS as u64).max(1);
+    let target = total.div_ceil(most as u64).max(1);
     let mut out: Vec<Vec<String>> = vec![];
     let mut size = 0;
     for file in files {
@@ -565,15 +612,16 @@ fn groups(files: &[FileFingerprint]) -> Vec<Vec<String>> {
 }
 
 /// What a full refresh of a view with this `plan` and `shape` writes.
-/// `single`: the view's one source, when it is a table, with its files as
-/// fingerprinted now; a row-wise view over it is written in groups of
-/// those files, each with its lineage, and an aggregate over it keeps
-/// partial aggregates per group (see [`full_partials`]). `previous`: the
-/// view's current data, if any.
+/// `single`: the listing table lineage is kept for (see
+/// [`lineage_table`]), with its files as fingerprinted now; a view
+/// row-wise in it is written in groups of those files, each with its
+/// lineage, and an aggregate over such a view keeps partial aggregates
+/// per group (see [`full_partials`]). `previous`: the view's current
+/// data, if any.
 pub(crate) fn full(
     plan: LogicalPlan,
     shape: &Shape,
-    single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
+    single: Option<LineageSource<'_>>,
     previous: Option<&Snapshot>,
     catalog: &Arc<Catalog>,
     runtime: Option<&Arc<RuntimeEnv>>,
@@ -585,6 +633,7 @@ pub(crate) fn full(
                 return Ok(Write {
                     state_columns: aggregation.state_columns.clone(),
                     partials,
+                    lineage_of: single.map(|(_, name, _, _)| name.clone()),
                     ..Default::default()
                 });
             }
@@ -605,14 +654,15 @@ pub(crate) fn full(
             });
         }
         Shape::Rows => {
-            if let Some((provider, name, files)) = single {
-                let name = name.to_string();
+            if let Some((provider, table, files, most)) = single {
+                let name = table.to_string();
                 if let Ok(listing) = listing_of(provider, &name, runtime)
                     && linear(&plan, provider, &name) == Ok(true)
                 {
-                    let parts = per_group(&plan, provider, &listing, groups(files))?;
+                    let parts = per_group(&plan, provider, &listing, groups(files, most))?;
                     return Ok(Write {
                         parts,
+                        lineage_of: Some(table.clone()),
                         ..Default::default()
                     });
                 }
@@ -716,7 +766,7 @@ pub(crate) fn choose(
     // shape that can be refreshed incrementally keeps its data as it is.
     let unchanged = || {
         Ok(Strategy::Incremental {
-            write: Write {
+            write: Box::new(Write {
                 keep: snapshot.files.clone(),
                 state_columns: snapshot.state_columns.clone(),
                 input_bytes: Some(0),
@@ -724,8 +774,9 @@ pub(crate) fn choose(
                     keep: snapshot.partials.clone(),
                     ..Default::default()
                 },
+                lineage_of: snapshot.lineage_of.clone(),
                 ..Default::default()
-            },
+            }),
             detail: format!("{source}: only empty files changed; nothing to recompute"),
             estimate: Estimate {
                 total: after.values().map(|f| f.size).sum(),
@@ -736,6 +787,19 @@ pub(crate) fn choose(
     };
     let nothing = what.is_empty();
     let what = format!("{source}: {}", what.join(", "));
+    // Whether the lineage of the view's files lists files of this table.
+    let lineage_table = match &snapshot.lineage_of {
+        Some(table) => *table == change.name,
+        None => change.only_source,
+    };
+    // Why a removal or rewrite here is not one lineage can follow.
+    let not_lineage = |change: String| match &snapshot.lineage_of {
+        Some(table) if !lineage_table => FullReason::LineageOfAnother {
+            change,
+            table: table.name.clone(),
+        },
+        _ => FullReason::NoLineageOverSeveral { change },
+    };
     let size_of = |paths: &mut dyn Iterator<Item = &str>| -> u64 {
         paths.filter_map(|p| after.get(p)).map(|f| f.size).sum()
     };
@@ -757,21 +821,31 @@ pub(crate) fn choose(
                 return Ok(Strategy::Full(FullReason::NoStateToMerge));
             }
             if !snapshot.partials.is_empty() {
-                return from_partials(
-                    aggregation,
-                    snapshot,
-                    &readable,
-                    provider,
-                    catalog,
-                    &Delta {
-                        what,
-                        changed: &changed,
-                        added: &added,
-                        after: &after,
-                        only_source: change.only_source,
-                        force,
-                    },
-                );
+                if !lineage_table {
+                    // Partials cannot tell what another table's change
+                    // did to each; the view's data has lost what it
+                    // filtered or computed.
+                    if !changed.is_empty() || aggregation.computes_over_aggregate() {
+                        return Ok(Strategy::Full(not_lineage(what)));
+                    }
+                } else {
+                    return from_partials(
+                        aggregation,
+                        snapshot,
+                        &readable,
+                        provider,
+                        catalog,
+                        &Delta {
+                            what,
+                            changed: &changed,
+                            added: &added,
+                            after: &after,
+                            only_source: change.only_source,
+                            table: &change.name,
+                            force,
+                        },
+                    );
+                }
             }
             if aggregation.computes_over_aggregate() {
                 return Ok(Strategy::Full(FullReason::NoPartials { change: what }));
@@ -811,7 +885,7 @@ pub(crate) fn choose(
                 schema,
             ));
             Ok(Strategy::Incremental {
-                write: Write {
+                write: Box::new(Write {
                     parts: vec![Part {
                         plan: aggregation.merge(current, delta)?,
                         lineage: None,
@@ -820,7 +894,8 @@ pub(crate) fn choose(
                     state_columns: aggregation.state_columns.clone(),
                     input_bytes: change.only_source.then_some(read),
                     partials: Partials::default(),
-                },
+                    lineage_of: None,
+                }),
                 detail: format!("{what}; merged into the existing groups"),
                 estimate,
             })
@@ -835,10 +910,8 @@ pub(crate) fn choose(
                 return unchanged();
             }
             if !changed.is_empty() {
-                if !change.only_source {
-                    return Ok(Strategy::Full(FullReason::LineageOfOneTableOnly {
-                        change: what,
-                    }));
+                if !lineage_table {
+                    return Ok(Strategy::Full(not_lineage(what)));
                 }
                 if snapshot.files.iter().any(|f| f.lineage.is_none()) {
                     return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
@@ -875,7 +948,7 @@ pub(crate) fn choose(
             } else {
                 vec![Part {
                     plan: over_files(plan, provider, &readable, &read)?,
-                    lineage: change.only_source.then(|| read.clone()),
+                    lineage: lineage_table.then(|| read.clone()),
                 }]
             };
             let evicted_rows: u64 = evicted.iter().map(|f| f.rows).sum();
@@ -889,13 +962,17 @@ pub(crate) fn choose(
                 )
             };
             Ok(Strategy::Incremental {
-                write: Write {
+                write: Box::new(Write {
                     parts,
                     keep: keep.into_iter().cloned().collect(),
                     state_columns: vec![],
                     input_bytes: change.only_source.then_some(read_bytes),
                     partials: Partials::default(),
-                },
+                    lineage_of: match &snapshot.lineage_of {
+                        None if lineage_table => Some(change.name.clone()),
+                        other => other.clone(),
+                    },
+                }),
                 detail,
                 estimate,
             })

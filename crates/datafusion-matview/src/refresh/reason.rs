@@ -191,10 +191,20 @@ pub(crate) enum FullReason {
         /// What the cost rule compared.
         estimate: Estimate,
     },
-    /// Lineage is kept only for views over one table.
-    LineageOfOneTableOnly {
+    /// Files removed or rewritten in a table of a view over several that
+    /// keeps lineage for none (the others were not small beside the
+    /// largest, or the data was written before lineage over joins).
+    NoLineageOverSeveral {
         /// What changed.
         change: String,
+    },
+    /// Files removed or rewritten in a table other than the one the
+    /// view's lineage follows.
+    LineageOfAnother {
+        /// What changed.
+        change: String,
+        /// The table the lineage follows.
+        table: String,
     },
     /// The current data files have no lineage.
     NoLineage {
@@ -262,8 +272,15 @@ impl fmt::Display for FullReason {
                 "{change}; computing only that would cost {:.0}% of recomputing",
                 estimate.share()
             ),
-            Self::LineageOfOneTableOnly { change } => {
-                write!(f, "{change}; lineage is kept only for views over one table")
+            Self::NoLineageOverSeveral { change } => write!(
+                f,
+                "{change}; the view reads several tables and keeps lineage for none"
+            ),
+            Self::LineageOfAnother { change, table } => {
+                write!(
+                    f,
+                    "{change}; the view's lineage follows {table}, not this table"
+                )
             }
             Self::NoLineage { change } => write!(f, "{change}; the current data has no lineage"),
             Self::NothingLeft { change } => write!(f, "{change}; no file of it is left"),

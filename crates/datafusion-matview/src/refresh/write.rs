@@ -32,8 +32,8 @@ use super::plan::{Part, Write};
 use crate::catalog::{Catalog, Lease, create_only};
 use crate::error::{Error, Result};
 use crate::spec::{
-    ColumnStats, DataFile, META_DEFINITION, META_PART, META_SNAPSHOT, META_VIEW, SNAPSHOT_MARKER,
-    Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
+    ColumnStats, DataFile, META_DEFINITION, META_PART, META_SNAPSHOT, META_VIEW, QualifiedName,
+    SNAPSHOT_MARKER, Snapshot, SnapshotMarker, SourceFingerprint, ViewEntry,
 };
 
 /// Runs the parts of `write` (concurrently) and writes their results under
@@ -75,6 +75,7 @@ pub(crate) async fn write_snapshot(
         state_columns,
         input_bytes,
         partials,
+        lineage_of,
     } = write;
     let small = state.config().options().optimizer.repartition_file_min_size as u64;
     if input_bytes.is_some_and(|bytes| bytes < small) {
@@ -138,6 +139,7 @@ pub(crate) async fn write_snapshot(
         Kept {
             keep,
             state_columns,
+            lineage_of,
         },
     )
     .await
@@ -300,6 +302,8 @@ struct Kept {
     /// Files of the previous snapshot the new one keeps.
     keep: Vec<DataFile>,
     state_columns: Vec<String>,
+    /// The table the lineage of the files lists files of.
+    lineage_of: Option<QualifiedName>,
 }
 
 /// The files `listed` (each with the part its footer names, if any) as
@@ -402,6 +406,7 @@ async fn seal_snapshot(
             sources,
             state_columns: kept.state_columns,
             partials: produced.partials,
+            lineage_of: kept.lineage_of,
         };
         let marker = SnapshotMarker {
             view: entry.clone(),
@@ -471,6 +476,7 @@ pub(crate) async fn import_snapshot(
     let kept = Kept {
         keep: vec![],
         state_columns: vec![],
+        lineage_of: None,
     };
     seal_snapshot(catalog, entry, id, &dir, copied, sources, kept).await
 }

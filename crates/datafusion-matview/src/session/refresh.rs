@@ -510,7 +510,7 @@ impl MatviewSession {
         };
         let write = match (mode, chosen) {
             (RefreshMode::NoOp, _) => None,
-            (_, Some(write)) => Some(write),
+            (_, Some(write)) => Some(*write),
             _ => {
                 let shape = shape.unwrap_or_else(|| Shape::of(&plan));
                 let previous = entry.snapshot.as_ref();
@@ -661,14 +661,14 @@ impl MatviewSession {
         pinned: &PinnedSources,
         previous: Option<&Snapshot>,
     ) -> Result<Write> {
-        let table = plan::only_table(fingerprints);
+        let table = plan::lineage_table(fingerprints);
         let provider = match table {
-            Some((name, _)) => self.source_provider(name, pinned).await?,
+            Some((name, _, _)) => self.source_provider(name, pinned).await?,
             None => None,
         };
         let single = table
             .zip(provider.as_ref())
-            .map(|((name, files), provider)| (provider, name, files));
+            .map(|((name, files, most), provider)| (provider, name, files, most));
         plan::full(
             plan,
             shape,

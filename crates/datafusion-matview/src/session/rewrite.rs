@@ -558,7 +558,7 @@ impl MatviewSession {
             .await
             .map_err(text)?
         {
-            Strategy::Incremental { write, detail, .. } => (write, detail),
+            Strategy::Incremental { write, detail, .. } => (*write, detail),
             Strategy::Full(why) => return Err(why.to_string()),
         };
         let write = write

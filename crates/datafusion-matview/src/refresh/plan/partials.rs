@@ -1,5 +1,6 @@
-//! Partial aggregates: what an aggregate view over one listing table keeps
-//! per group of source files (see [`Snapshot::partials`]), so that removed
+//! Partial aggregates: what an aggregate view keeps per group of the files
+//! of the listing table its lineage follows (its only one, or the large
+//! table of a join; see [`Snapshot::partials`]), so that removed
 //! and rewritten files recompute only the groups they touched. A full
 //! refresh writes them ([`full_partials`]); an incremental one recomputes,
 //! drops or adds some and merges them all ([`from_partials`]).
@@ -67,6 +68,7 @@ impl MergeInto {
             sources: vec![],
             state_columns: self.aggregation.state_columns.clone(),
             partials: vec![],
+            lineage_of: None,
         };
         let schema = Arc::new(self.aggregation.plan.schema().as_arrow().clone());
         Arc::new(SnapshotTable::new(
@@ -177,12 +179,12 @@ fn partials_worth_keeping(previous: &Snapshot, source_bytes: u64) -> bool {
 /// than two groups or [`partials_worth_keeping`] says no.
 pub(super) fn full_partials(
     aggregation: &shape::Aggregation,
-    single: Option<(&Arc<dyn TableProvider>, &QualifiedName, &[FileFingerprint])>,
+    single: Option<LineageSource<'_>>,
     previous: Option<&Snapshot>,
     catalog: &Arc<Catalog>,
     runtime: Option<&Arc<RuntimeEnv>>,
 ) -> Result<Option<Partials>> {
-    let Some((provider, name, files)) = single else {
+    let Some((provider, name, files, most)) = single else {
         return Ok(None);
     };
     let name = name.to_string();
@@ -192,7 +194,7 @@ pub(super) fn full_partials(
     if linear(&aggregation.input, provider, &name) != Ok(true) {
         return Ok(None);
     }
-    let groups = groups(files);
+    let groups = groups(files, most);
     let source_bytes = non_empty(files).map(|f| f.size).sum();
     if groups.len() < 2 || previous.is_some_and(|p| !partials_worth_keeping(p, source_bytes)) {
         return Ok(None);
@@ -220,6 +222,8 @@ pub(super) struct Delta<'a> {
     /// The table's files now.
     pub(super) after: &'a BTreeMap<&'a str, &'a FileFingerprint>,
     pub(super) only_source: bool,
+    /// The table, which the partials' lineage lists files of.
+    pub(super) table: &'a QualifiedName,
     /// Skip the cost rule (`REFRESH ... INCREMENTAL`).
     pub(super) force: bool,
 }
@@ -242,12 +246,17 @@ pub(super) fn from_partials(
         return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
     }
     let (evicted, kept) = computed_from(&snapshot.partials, delta.changed);
-    let mut groups: Vec<Vec<String>> = evicted
+    // One partial may be in several files, each with the partial's
+    // lineage: each group of source files is recomputed once.
+    let evicted_groups: BTreeSet<&[String]> = evicted
         .iter()
-        .map(|f| {
-            f.lineage
+        .map(|f| f.lineage.as_deref().unwrap_or_default())
+        .collect();
+    let mut groups: Vec<Vec<String>> = evicted_groups
+        .iter()
+        .map(|group| {
+            group
                 .iter()
-                .flatten()
                 .filter(|p| delta.after.contains_key(p.as_str()))
                 .cloned()
                 .collect::<Vec<_>>()
@@ -335,7 +344,7 @@ pub(super) fn from_partials(
             format!("{what}; merged with the {} kept partial(s)", kept.len()),
         )
     } else {
-        let dropped = evicted.len() - recomputed;
+        let dropped = evicted_groups.len() - recomputed;
         let done = match (recomputed, dropped) {
             (r, 0) => format!("recomputed {r}"),
             (0, d) => format!("dropped {d}"),
@@ -343,12 +352,17 @@ pub(super) fn from_partials(
         };
         let detail = format!(
             "{what}; {done} of {} partial aggregate(s), merged with the others",
-            snapshot.partials.len()
+            snapshot
+                .partials
+                .iter()
+                .map(|f| f.lineage.as_deref())
+                .collect::<BTreeSet<_>>()
+                .len()
         );
         (kept.clone(), detail)
     };
     Ok(Strategy::Incremental {
-        write: Write {
+        write: Box::new(Write {
             parts: vec![],
             keep: vec![],
             state_columns: aggregation.state_columns.clone(),
@@ -362,7 +376,8 @@ pub(super) fn from_partials(
                     catalog: Arc::clone(catalog),
                 })),
             },
-        },
+            lineage_of: Some(delta.table.clone()),
+        }),
         detail,
         estimate,
     })

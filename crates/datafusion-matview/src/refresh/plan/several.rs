@@ -146,12 +146,13 @@ pub(crate) fn choose_several(
     if terms.is_empty() {
         // Only empty files came or went: the same rows as last time.
         return Ok(Strategy::Incremental {
-            write: Write {
+            write: Box::new(Write {
                 keep: snapshot.files.clone(),
                 state_columns: snapshot.state_columns.clone(),
                 input_bytes: Some(0),
+                lineage_of: snapshot.lineage_of.clone(),
                 ..Default::default()
-            },
+            }),
             detail: format!(
                 "{}: only empty files changed; nothing to recompute",
                 tables.join(" and ")
@@ -221,7 +222,7 @@ pub(crate) fn choose_several(
         ),
     };
     Ok(Strategy::Incremental {
-        write: Write {
+        write: Box::new(Write {
             parts,
             keep,
             state_columns: aggregation
@@ -229,7 +230,13 @@ pub(crate) fn choose_several(
                 .unwrap_or_default(),
             input_bytes: None,
             partials: Partials::default(),
-        },
+            // Kept data files keep their lineage; the terms' have none,
+            // so a later removal recomputes the view.
+            lineage_of: aggregation
+                .is_none()
+                .then(|| snapshot.lineage_of.clone())
+                .flatten(),
+        }),
         detail,
         estimate,
     })

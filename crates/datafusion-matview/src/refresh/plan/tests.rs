@@ -167,15 +167,15 @@ fn file(path: &str, size: u64) -> FileFingerprint {
 #[test]
 fn groups_are_consecutive_and_balanced() {
     let files: Vec<_> = (0..100).map(|i| file(&format!("f{i:03}"), 10)).collect();
-    let g = groups(&files);
+    let g = groups(&files, LINEAGE_GROUPS);
     assert!((LINEAGE_GROUPS / 2..=LINEAGE_GROUPS).contains(&g.len()));
     assert_eq!(g.iter().map(Vec::len).sum::<usize>(), 100);
     let flat: Vec<&String> = g.iter().flatten().collect();
     assert!(flat.windows(2).all(|w| w[0] < w[1]));
-    assert!(groups(&[]).is_empty());
+    assert!(groups(&[], LINEAGE_GROUPS).is_empty());
     // One huge file does not drag the rest with it.
     let skewed = [file("a", 1000), file("b", 1), file("c", 1)];
-    assert_eq!(groups(&skewed), [vec!["a"], vec!["b", "c"]]);
+    assert_eq!(groups(&skewed, LINEAGE_GROUPS), [vec!["a"], vec!["b", "c"]]);
 }
 
 fn source(name: &str, fingerprint: Fingerprint) -> SourceFingerprint {
@@ -183,6 +183,38 @@ fn source(name: &str, fingerprint: Fingerprint) -> SourceFingerprint {
         name: QualifiedName::new("datafusion", "public", name),
         fingerprint,
     }
+}
+
+/// Lineage follows the largest listing table, in as many groups of its
+/// files as read the others again for at most a quarter of its bytes.
+#[test]
+fn lineage_follows_the_largest_table_beside_small_ones() {
+    let sized = |n: usize, size: u64| Fingerprint::Files {
+        files: (0..n).map(|i| file(&format!("f{i}"), size)).collect(),
+        definition: "csv".into(),
+    };
+    let found = |sources: &[SourceFingerprint]| {
+        lineage_table(sources).map(|(n, _, most)| (n.name.clone(), most))
+    };
+    // 1,000 bytes beside 10: 15 more reads of dim add 150 bytes.
+    let fact = [source("dim", sized(1, 10)), source("fact", sized(10, 100))];
+    assert_eq!(found(&fact), Some(("fact".into(), 16)));
+    // Beside 50: 5 more reads at most (250 bytes).
+    let dim = [source("dim", sized(1, 50)), source("fact", sized(10, 100))];
+    assert_eq!(found(&dim), Some(("fact".into(), 6)));
+    // Beside 300: not even one more.
+    let big = [source("dim", sized(1, 300)), source("fact", sized(10, 100))];
+    assert_eq!(found(&big), None);
+    // A table of unknown size beside it: no lineage.
+    let unknown = [
+        source("mem", Fingerprint::Unknown),
+        source("fact", sized(10, 100)),
+    ];
+    assert_eq!(found(&unknown), None);
+    // Alone, whatever its size; two alike, the first by name.
+    assert_eq!(found(&fact[..1]), Some(("dim".into(), 16)));
+    let two = [source("a", sized(1, 0)), source("b", sized(1, 0))];
+    assert_eq!(found(&two), Some(("a".into(), 16)));
 }
 
 #[test]
@@ -212,9 +244,10 @@ fn the_one_changed_table_is_found_through_plain_views() {
         ),
     ];
     let show = |n: &QualifiedName| n.name.clone();
-    // Two tables: no one table to write in groups of its files.
-    assert!(only_table(&now).is_none());
-    let (name, t_files) = only_table(&now[1..]).unwrap();
+    // Two tables of about one size: reading dim once per group of t's
+    // files would cost more than recomputing, so no lineage.
+    assert!(lineage_table(&now).is_none());
+    let (name, t_files, _) = lineage_table(&now[1..]).unwrap();
     assert_eq!((name.name.as_str(), t_files.len()), ("t", 3));
     let change = changed_table(&Diff::new(&then, &now, true), show).unwrap();
     assert_eq!(change.name.name, "t");
