@@ -12,8 +12,8 @@
 //!
 //! Sources: `src`, 100 Parquet files (id, grp: 1,000 values, amount, name:
 //! 5,000 values); `dim`, 100 CSV files of 10 rows (grp, label), which
-//! changes with `src` for the join rows; `psrc`, `src`'s files in 10 Hive
-//! partitions.
+//! changes with `src` for the join rows (not for the `_fact` ones, where
+//! only `src` changes); `psrc`, `src`'s files in 10 Hive partitions.
 //!
 //! Run: `cargo bench --bench change_rate` (10 million rows);
 //! `DFMV_BENCH_ROWS` changes that, `DFMV_BENCH_SAMPLES` the 3 samples per
@@ -59,6 +59,18 @@ const VIEWS: &[(&str, &str, &[&str])] = &[
         "aggregate_over_join",
         "SELECT d.label, count(*) AS n, sum(s.amount) AS total FROM src s JOIN dim d ON s.grp = d.grp GROUP BY d.label",
         &["src", "dim"],
+    ),
+    // The same join while only the fact table changes (dimensions that
+    // stay put): its lineage and partials follow src.
+    (
+        "join_fact",
+        "SELECT s.id, s.amount, d.label FROM src s JOIN dim d ON s.grp = d.grp",
+        &["src"],
+    ),
+    (
+        "aggregate_over_join_fact",
+        "SELECT d.label, count(*) AS n, sum(s.amount) AS total FROM src s JOIN dim d ON s.grp = d.grp GROUP BY d.label",
+        &["src"],
     ),
     (
         "distinct",

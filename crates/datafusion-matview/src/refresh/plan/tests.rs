@@ -196,12 +196,12 @@ fn lineage_follows_the_largest_table_beside_small_ones() {
     let found = |sources: &[SourceFingerprint]| {
         lineage_table(sources).map(|(n, _, most)| (n.name.clone(), most))
     };
-    // 1,000 bytes beside 10: 15 more reads of dim add 150 bytes.
+    // 1,000 bytes beside 10: at most 4 groups beside other tables.
     let fact = [source("dim", sized(1, 10)), source("fact", sized(10, 100))];
-    assert_eq!(found(&fact), Some(("fact".into(), 16)));
-    // Beside 50: 5 more reads at most (250 bytes).
-    let dim = [source("dim", sized(1, 50)), source("fact", sized(10, 100))];
-    assert_eq!(found(&dim), Some(("fact".into(), 6)));
+    assert_eq!(found(&fact), Some(("fact".into(), 4)));
+    // Beside 100: 2 more reads at most (200 bytes).
+    let dim = [source("dim", sized(1, 100)), source("fact", sized(10, 100))];
+    assert_eq!(found(&dim), Some(("fact".into(), 3)));
     // Beside 300: not even one more.
     let big = [source("dim", sized(1, 300)), source("fact", sized(10, 100))];
     assert_eq!(found(&big), None);
