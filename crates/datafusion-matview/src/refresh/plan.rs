@@ -248,7 +248,7 @@ pub(crate) fn lineage_table(
     let mut tables = BTreeMap::new();
     leaves_under(sources, &mut tables);
     let bytes = |files: &[FileFingerprint]| non_empty(files).map(|f| f.size).sum::<u64>();
-    let mut all = 0;
+    let (mut all, count) = (0, tables.len());
     let mut largest: Option<(&QualifiedName, &[FileFingerprint], u64)> = None;
     for (name, fingerprint) in tables {
         let size = match fingerprint {
@@ -268,8 +268,9 @@ pub(crate) fn lineage_table(
     let (name, files, size) = largest?;
     let others = all - size;
     let most = match (size / 4).checked_div(others) {
-        // Alone (or beside empty tables).
-        None => LINEAGE_GROUPS,
+        _ if count == 1 => LINEAGE_GROUPS,
+        // Beside empty tables: still a join per group.
+        None => JOIN_LINEAGE_GROUPS,
         Some(rereads) => (rereads as usize)
             .saturating_add(1)
             .min(JOIN_LINEAGE_GROUPS),

@@ -173,7 +173,9 @@ impl MatviewSession {
         if config.rewrite == RewriteMode::Off || on_cluster(&self.ctx.state()) {
             return plan;
         }
-        let Some(bound) = self.bound(execute) else {
+        // A prepared query (DataFusion also prepares INSERT and the like,
+        // which are left to it).
+        let Some(bound) = self.bound(execute).filter(is_query) else {
             return plan;
         };
         match self.rewrite_or_keep(bound, &config).await {
