@@ -87,7 +87,10 @@ impl Write {
     /// that, grouped by its keys and merged (sums and counts added,
     /// minimums and maximums compared), are its data. The rewrite
     /// aggregates such rows again anyway, so merging them first would be
-    /// one aggregate too many.
+    /// one aggregate too many. (A view that computes over its aggregate
+    /// keeps partials of the aggregate's own columns: those are merged,
+    /// and the view's part above the aggregate applied, as its refresh
+    /// does; read as the view's columns they would be other values.)
     ///
     /// `kept` scans the files of the current snapshot the write keeps
     /// ([`Write::keep`]); the result has the view's `columns` (state
@@ -99,7 +102,13 @@ impl Write {
     ) -> Result<LogicalPlan> {
         let inputs = match &self.partials.merge {
             Some(merge) => {
-                merge.pieces(self.partials.parts.iter().map(|p| p.plan.clone()).collect())?
+                let pieces =
+                    merge.pieces(self.partials.parts.iter().map(|p| p.plan.clone()).collect())?;
+                if merge.aggregation.computes_over_aggregate() {
+                    vec![merge.aggregation.merge_rows(union_all(pieces)?)?]
+                } else {
+                    pieces
+                }
             }
             None => kept
                 .into_iter()

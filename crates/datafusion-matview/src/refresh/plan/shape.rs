@@ -426,7 +426,7 @@ impl Aggregation {
     /// Groups `both` (rows of the columns of `plan`, one per group and
     /// piece) by the keys and merges each column; with a post part, then
     /// applies it.
-    fn merge_rows(&self, both: LogicalPlan) -> Result<LogicalPlan> {
+    pub(super) fn merge_rows(&self, both: LogicalPlan) -> Result<LogicalPlan> {
         let input = Arc::clone(both.schema());
         let column = |i: usize| Expr::Column(Column::from(input.qualified_field(i)));
         let key_count = self.merges.iter().filter(|m| **m == Merge::Key).count();
