@@ -132,10 +132,12 @@ impl Parser<'_> {
                     .collect()
             }
             LogicalPlan::Filter(filter) => {
+                let inputs = self.parse(&filter.input)?;
+                // Its conjuncts would be over aggregates, which no WHERE
+                // of a query can imply.
                 if self.group.is_some() {
                     return Err("a filter over an aggregate (HAVING)".into());
                 }
-                let inputs = self.parse(&filter.input)?;
                 for conjunct in split_conjunction(&filter.predicate) {
                     let conjunct = substitute(conjunct, filter.input.as_ref(), &inputs)?;
                     self.add_predicate(conjunct);
@@ -195,10 +197,11 @@ impl Parser<'_> {
             }
             // SELECT DISTINCT: a GROUP BY of all its columns.
             LogicalPlan::Distinct(Distinct::All(input)) => {
+                let keys = self.parse(input)?;
+                // Its columns would be keys and aggregates at once.
                 if self.group.is_some() {
                     return Err("DISTINCT over an aggregate".into());
                 }
-                let keys = self.parse(input)?;
                 self.group = Some(keys.clone());
                 Ok(keys)
             }
