@@ -130,10 +130,18 @@ fn query(rng: &mut Rng) -> String {
         }
         3 => format!("SELECT id, grp, val FROM src{}", predicates(rng, "")),
         4 => {
-            let columns = match rng.below(3) {
+            let columns = match rng.below(4) {
                 0 => "grp",
                 1 => "tags",
-                _ => "grp, tags",
+                2 => "grp, tags",
+                // DISTINCT over an aggregate.
+                _ => {
+                    let aggregate = pick(rng, &AGGREGATES[..6], 1)[0];
+                    return format!(
+                        "SELECT DISTINCT grp, {aggregate} FROM src{} GROUP BY grp",
+                        predicates(rng, "")
+                    );
+                }
             };
             format!("SELECT DISTINCT {columns} FROM src{}", predicates(rng, ""))
         }
