@@ -178,6 +178,19 @@ fn dim_sql(dir: &std::path::Path) -> String {
     )
 }
 
+/// A temporary folder whose `src/` holds `files` CSV files of `rows`
+/// random rows each (ids going up), with an empty `dim.csv`; and `src`.
+fn folder(rng: &mut Rng, files: u64, rows: u64) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..files {
+        std::fs::write(src.join(format!("f{i}.csv")), csv(rng, i * rows, rows)).unwrap();
+    }
+    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    (dir, src)
+}
+
 /// A session over the catalog in `dir`, with `src` (and `dim`) defined.
 async fn session(dir: &std::path::Path) -> MatviewSession {
     session_with(dir, &[src_sql(dir), dim_sql(dir)]).await
@@ -414,12 +427,8 @@ async fn plain_answer(tables: &[String], sql: &str) -> Vec<(String, Vec<String>)
 /// as it is now, never from the shape it planned before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_replaced_or_refreshed_elsewhere_answers_as_it_is_now() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
     let mut rng = Rng(7);
-    std::fs::write(src.join("f0.csv"), csv(&mut rng, 0, 40)).unwrap();
-    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    let (dir, src) = folder(&mut rng, 1, 40);
     let (a, b) = (session(dir.path()).await, session(dir.path()).await);
     a.sql("CREATE MATERIALIZED VIEW v AS SELECT grp, sum(val) AS s FROM src GROUP BY grp")
         .await
@@ -475,11 +484,7 @@ async fn a_view_replaced_or_refreshed_elsewhere_answers_as_it_is_now() {
 /// `EXPLAIN VERBOSE` names each candidate view and why it did not answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_verbose_says_why_a_view_was_not_used() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(src.join("f0.csv"), csv(&mut Rng(3), 0, 20)).unwrap();
-    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    let (dir, src) = folder(&mut Rng(3), 1, 20);
     let s = session(dir.path()).await;
     for sql in [
         "CREATE MATERIALIZED VIEW big AS SELECT id, val FROM src WHERE val > 50",
@@ -641,12 +646,8 @@ async fn joins_whose_tables_both_gained_files_are_not_answered_at_full_cost() {
 /// past an append, and after another session replaced the view.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queries_with_parameters_are_answered_once_bound() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
     let mut rng = Rng(11);
-    std::fs::write(src.join("f0.csv"), csv(&mut rng, 0, 40)).unwrap();
-    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    let (dir, src) = folder(&mut rng, 1, 40);
     let (a, b) = (session(dir.path()).await, session(dir.path()).await);
     a.sql("CREATE MATERIALIZED VIEW v AS SELECT grp, sum(val) AS s FROM src GROUP BY grp")
         .await
@@ -731,14 +732,8 @@ async fn queries_with_parameters_are_answered_once_bound() {
 /// its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_view_computed_over_its_aggregate_answers_past_a_rewrite_in_its_own_columns() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
     let mut rng = Rng(5);
-    for i in 0..4 {
-        std::fs::write(src.join(format!("f{i}.csv")), csv(&mut rng, i * 30, 30)).unwrap();
-    }
-    std::fs::write(dir.path().join("dim.csv"), "grp,label\n").unwrap();
+    let (dir, src) = folder(&mut rng, 4, 30);
     let s = session(dir.path()).await;
     s.sql("CREATE MATERIALIZED VIEW v_mean AS SELECT sum(val) / count(*) AS mean, grp, count(*) AS c FROM src GROUP BY grp")
         .await
