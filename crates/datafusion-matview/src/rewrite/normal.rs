@@ -135,9 +135,7 @@ impl Parser<'_> {
                 let inputs = self.parse(&filter.input)?;
                 // Its conjuncts would be over aggregates, which no WHERE
                 // of a query can imply.
-                if self.group.is_some() {
-                    return Err("a filter over an aggregate (HAVING)".into());
-                }
+                self.below_the_aggregate("a filter over an aggregate (HAVING)")?;
                 for conjunct in split_conjunction(&filter.predicate) {
                     let conjunct = substitute(conjunct, filter.input.as_ref(), &inputs)?;
                     self.add_predicate(conjunct);
@@ -151,11 +149,9 @@ impl Parser<'_> {
                 if join.null_equality != NullEquality::NullEqualsNothing || join.null_aware {
                     return Err("a join whose keys match nulls".into());
                 }
-                if self.group.is_some() {
-                    return Err("a join over an aggregate".into());
-                }
                 let mut outputs = self.parse(&join.left)?;
                 outputs.extend(self.parse(&join.right)?);
+                self.below_the_aggregate("a join over an aggregate")?;
                 for (left, right) in &join.on {
                     let left = substitute(left, plan, &outputs)?;
                     let right = substitute(right, plan, &outputs)?;
@@ -170,10 +166,8 @@ impl Parser<'_> {
                 Ok(outputs)
             }
             LogicalPlan::Aggregate(aggregate) => {
-                if self.group.is_some() {
-                    return Err("an aggregate over an aggregate".into());
-                }
                 let inputs = self.parse(&aggregate.input)?;
+                self.below_the_aggregate("an aggregate over an aggregate")?;
                 let keys = aggregate
                     .group_expr
                     .iter()
@@ -199,13 +193,22 @@ impl Parser<'_> {
             LogicalPlan::Distinct(Distinct::All(input)) => {
                 let keys = self.parse(input)?;
                 // Its columns would be keys and aggregates at once.
-                if self.group.is_some() {
-                    return Err("DISTINCT over an aggregate".into());
-                }
+                self.below_the_aggregate("DISTINCT over an aggregate")?;
                 self.group = Some(keys.clone());
                 Ok(keys)
             }
             other => Err(format!("a {} node", other.display())),
+        }
+    }
+
+    /// Refuses `what` (a filter, join, aggregate or DISTINCT, its input
+    /// parsed) when an aggregate is below it: a block has one aggregate,
+    /// with only projections and aliases above it. Checked after the
+    /// input, which is where an aggregate below would have been found.
+    fn below_the_aggregate(&self, what: &str) -> Result<(), NotABlock> {
+        match self.group {
+            Some(_) => Err(what.to_owned()),
+            None => Ok(()),
         }
     }
 
