@@ -237,6 +237,16 @@ pub(super) struct Delta<'a> {
     pub(super) force: bool,
 }
 
+/// The groups of source files `partials` were computed from, each once:
+/// one partial may be in several files, each with the partial's lineage
+/// (every partial has one: [`from_partials`] checks that first).
+fn lineages<'a>(partials: impl IntoIterator<Item = &'a DataFile>) -> BTreeSet<&'a [String]> {
+    partials
+        .into_iter()
+        .map(|f| f.lineage.as_deref().unwrap_or_default())
+        .collect()
+}
+
 /// Refreshes an aggregate view that keeps partial aggregates: the partials
 /// computed from removed or rewritten files are recomputed from what is
 /// left of their files, the appended files make one more, and the view's
@@ -255,12 +265,8 @@ pub(super) fn from_partials(
         return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
     }
     let (evicted, kept) = computed_from(&snapshot.partials, delta.changed);
-    // One partial may be in several files, each with the partial's
-    // lineage: each group of source files is recomputed once.
-    let evicted_groups: BTreeSet<&[String]> = evicted
-        .iter()
-        .map(|f| f.lineage.as_deref().unwrap_or_default())
-        .collect();
+    // Each group of source files is recomputed once.
+    let evicted_groups = lineages(evicted.iter().copied());
     let mut groups: Vec<Vec<String>> = evicted_groups
         .iter()
         .map(|group| {
@@ -361,12 +367,7 @@ pub(super) fn from_partials(
         };
         let detail = format!(
             "{what}; {done} of {} partial aggregate(s), merged with the others",
-            snapshot
-                .partials
-                .iter()
-                .map(|f| f.lineage.as_deref())
-                .collect::<BTreeSet<_>>()
-                .len()
+            lineages(&snapshot.partials).len()
         );
         (kept.clone(), detail)
     };
