@@ -51,6 +51,13 @@ impl MatviewSession {
             .unwrap_or_default()
     }
 
+    /// The session's rewrite settings when queries may be answered from
+    /// views: not with `matview.rewrite = 'off'`, nor on a cluster.
+    fn rewrite_on(&self) -> Option<MatviewConfig> {
+        let config = self.rewrite_config();
+        (config.rewrite != RewriteMode::Off && !on_cluster(&self.ctx.state())).then_some(config)
+    }
+
     /// `RESET matview.x`, which DataFusion does not do for settings of
     /// an extension: puts `variable` back to its default. `false`: not
     /// one of ours.
@@ -79,10 +86,9 @@ impl MatviewSession {
     /// `matview.rewrite` allows it. An `EXPLAIN VERBOSE` also shows the
     /// candidates and why each was not used.
     pub(super) async fn answer_from_views(&self, plan: LogicalPlan) -> Result<LogicalPlan> {
-        let config = self.rewrite_config();
-        if config.rewrite == RewriteMode::Off || on_cluster(&self.ctx.state()) {
+        let Some(config) = self.rewrite_on() else {
             return Ok(plan);
-        }
+        };
         match plan {
             LogicalPlan::Explain(explain) if is_query(&explain.plan) => {
                 let inner = Arc::unwrap_or_clone(explain.plan);
@@ -169,10 +175,9 @@ impl MatviewSession {
         let LogicalPlan::Statement(Statement::Execute(execute)) = &plan else {
             return plan;
         };
-        let config = self.rewrite_config();
-        if config.rewrite == RewriteMode::Off || on_cluster(&self.ctx.state()) {
+        let Some(config) = self.rewrite_on() else {
             return plan;
-        }
+        };
         // A prepared query (DataFusion also prepares INSERT and the like,
         // which are left to it).
         let Some(bound) = self.bound(execute).filter(is_query) else {
