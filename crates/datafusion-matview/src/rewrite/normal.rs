@@ -219,6 +219,69 @@ impl Parser<'_> {
     }
 }
 
+/// `plan` with each scan of a relation in `definitions` (its name read
+/// under `defaults`, and under a plain view's or definition's own
+/// defaults below it, as [`block`] reads them) replaced by that plan,
+/// aliased as the scan was named; and whether one was. The plans are
+/// definitions of materialized views, whose scans give their output.
+pub(crate) fn replace_scans(
+    plan: LogicalPlan,
+    defaults: &(String, String),
+    views: &ViewDefaults,
+    definitions: &HashMap<QualifiedName, LogicalPlan>,
+) -> datafusion::common::Result<(LogicalPlan, bool)> {
+    match plan {
+        LogicalPlan::TableScan(scan) => {
+            let name: QualifiedName = scan
+                .table_name
+                .clone()
+                .resolve(&defaults.0, &defaults.1)
+                .into();
+            match definitions.get(&name) {
+                Some(definition)
+                    if scan.projection.is_none()
+                        && scan.filters.is_empty()
+                        && scan.fetch.is_none() =>
+                {
+                    let alias = datafusion::logical_expr::SubqueryAlias::try_new(
+                        std::sync::Arc::new(definition.clone()),
+                        scan.table_name.clone(),
+                    )?;
+                    Ok((LogicalPlan::SubqueryAlias(alias), true))
+                }
+                _ => Ok((LogicalPlan::TableScan(scan), false)),
+            }
+        }
+        plan => {
+            let below = match &plan {
+                LogicalPlan::SubqueryAlias(alias) => {
+                    let name: QualifiedName =
+                        alias.alias.clone().resolve(&defaults.0, &defaults.1).into();
+                    views.get(&name).cloned()
+                }
+                _ => None,
+            };
+            let below = below.as_ref().unwrap_or(defaults);
+            let mut changed = false;
+            let plan = plan
+                .map_children(|child| {
+                    let (child, replaced) = replace_scans(child, below, views, definitions)?;
+                    changed |= replaced;
+                    Ok(Transformed::new_transformed(child, replaced))
+                })?
+                .data;
+            // A changed child's schema may differ in what it carries
+            // (nullability, metadata): rebuilt from the new inputs.
+            let plan = if changed {
+                plan.recompute_schema()?
+            } else {
+                plan
+            };
+            Ok((plan, changed))
+        }
+    }
+}
+
 /// `expr` (over `input`'s columns) with each column replaced by its
 /// canonical expression and aliases removed. Refuses what cannot be
 /// compared by its text: subqueries, placeholders, volatile functions.

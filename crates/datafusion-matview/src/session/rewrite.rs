@@ -29,8 +29,25 @@ use crate::spec::ViewVersion;
 /// snapshot they were worked out for: a refresh or a redefinition makes
 /// another. Only shapes planned while the definitions under the view were
 /// those its snapshot recorded are kept.
-pub(crate) type Shapes =
-    Arc<std::sync::Mutex<HashMap<QualifiedName, ((String, String), Arc<Shape>)>>>;
+pub(crate) type Shapes = Arc<std::sync::Mutex<HashMap<QualifiedName, (ShapeKey, Arc<Shape>)>>>;
+
+/// What a view's shape was worked out for.
+#[derive(Debug, PartialEq)]
+pub(crate) struct ShapeKey {
+    definition: String,
+    snapshot: String,
+    /// The definitions of the materialized views under it that were read
+    /// in place of their scans (see [`MatviewSession::unfolded`]).
+    unfolded: Vec<String>,
+}
+
+/// A candidate view as the session holds it while it plans a query.
+pub(crate) struct Held {
+    view: Arc<ViewVersion>,
+    /// The materialized views under it that its shape reads through their
+    /// definitions: it answers for those only while they are fresh.
+    under: Vec<Arc<ViewVersion>>,
+}
 
 /// How many shapes a session keeps.
 const MAX_SHAPES: usize = 4096;
@@ -264,26 +281,34 @@ impl MatviewSession {
             ));
             Ok(TreeNodeRecursion::Continue)
         })?;
-        // The views that read a relation the query names (from the
-        // index's readers, without going through every view), and of
-        // those the ones that read nothing else.
+        // The views that read only relations the query names (from the
+        // index's readers, without going through every view), and, since
+        // such a view answers what its definition computes, the views
+        // that read those views and relations the query names: their
+        // definitions are read with each materialized view the query
+        // does not name in place of its scan (see [`Unfolded`]).
         let index = self.catalog.index();
-        let readers: BTreeSet<QualifiedName> = names
-            .iter()
-            .flat_map(|name| index.views.readers_of(name))
-            .collect();
-        let entries: Vec<QualifiedName> = readers
-            .into_iter()
-            .filter(|name| {
-                index
+        let mut reachable = names.clone();
+        let mut entries = BTreeSet::new();
+        let mut frontier: Vec<QualifiedName> = names.iter().cloned().collect();
+        while let Some(name) = frontier.pop() {
+            for reader in index.views.readers_of(&name) {
+                let reads_reachable = index
                     .views
-                    .get(name)
-                    .is_some_and(|v| v.sources.iter().all(|s| names.contains(s)))
-            })
-            .collect();
+                    .get(&reader)
+                    .is_some_and(|v| v.sources.iter().all(|s| reachable.contains(s)));
+                if reads_reachable
+                    && entries.insert(reader.clone())
+                    && reachable.insert(reader.clone())
+                {
+                    frontier.push(reader);
+                }
+            }
+        }
         if entries.is_empty() {
             return Ok((plan, None));
         }
+        let unfold: BTreeSet<QualifiedName> = entries.difference(&names).cloned().collect();
         let state = self.ctx.state();
         let analyzed =
             state
@@ -299,7 +324,15 @@ impl MatviewSession {
         for name in &entries {
             let display = self.display(name);
             match self
-                .candidate(name, &display, &state, &fingerprinter, &views, config)
+                .candidate(
+                    name,
+                    &display,
+                    &state,
+                    &fingerprinter,
+                    &views,
+                    &unfold,
+                    config,
+                )
                 .await
             {
                 Ok((candidate, view)) => {
@@ -321,7 +354,7 @@ impl MatviewSession {
             let mut all_fresh = true;
             for &i in &report.unchecked {
                 let checked = self
-                    .usable(&states[i], &state, &fingerprinter, config)
+                    .usable_over(&states[i], &state, &fingerprinter, config)
                     .await;
                 let candidate = &mut candidates[i];
                 match checked {
@@ -350,7 +383,10 @@ impl MatviewSession {
 
     /// Candidate view `name` at its latest state, with its shape; its
     /// freshness is left to be checked if its shape matches, unless
-    /// working out the shape checked it already.
+    /// working out the shape checked it already. The materialized views of
+    /// `unfold` it reads (directly or through each other) are read through
+    /// their definitions, and held with it to be checked too.
+    #[allow(clippy::too_many_arguments)]
     async fn candidate(
         &self,
         name: &QualifiedName,
@@ -358,29 +394,53 @@ impl MatviewSession {
         state: &datafusion::execution::SessionState,
         fingerprinter: &Fingerprinter<'_>,
         views: &crate::rewrite::normal::ViewDefaults,
+        unfold: &BTreeSet<QualifiedName>,
         config: &MatviewConfig,
-    ) -> std::result::Result<(Candidate, Arc<ViewVersion>), String> {
+    ) -> std::result::Result<(Candidate, Held), String> {
         let view = self
-            .catalog
-            .view(name)
+            .answering(name, state)
             .await
-            .map_err(|e| e.to_string())?
-            .ok_or("dropped")?;
+            .map_err(|why| format!("it {why}"))?;
         let entry = &view.view;
         if entry.auto_refresh.no_rewrite {
             return Err("its rewrite setting is false".into());
         }
-        let Some(snapshot) = &entry.snapshot else {
-            return Err("it has not been populated".into());
+        let snapshot = entry.snapshot.as_ref().ok_or("it has not been populated")?;
+        // The materialized views under it that the query does not name.
+        let index = self.catalog.index();
+        let mut under: Vec<Arc<ViewVersion>> = vec![];
+        let mut next: Vec<QualifiedName> = index
+            .views
+            .get(name)
+            .map(|v| v.sources.clone())
+            .unwrap_or_default();
+        while let Some(source) = next.pop() {
+            if !unfold.contains(&source) || under.iter().any(|u| u.view.name == source) {
+                continue;
+            }
+            let below = self
+                .answering(&source, state)
+                .await
+                .map_err(|why| format!("it reads {}, which {why}", self.display(&source)))?;
+            next.extend(
+                index
+                    .views
+                    .get(&source)
+                    .map(|v| v.sources.clone())
+                    .unwrap_or_default(),
+            );
+            under.push(below);
+        }
+        drop(index);
+        let held = Held {
+            view: Arc::clone(&view),
+            under,
         };
-        if let Some(why) = &entry.definition.not_reproducible {
-            return Err(format!("its query is not reproducible ({why})"));
-        }
-        let settings = crate::refresh::plan::result_settings(state.config_options());
-        if settings != entry.definition.settings.clone().unwrap_or_default() {
-            return Err("this session's result settings differ from its definition's".into());
-        }
-        let key = (entry.id.clone(), snapshot.id.clone());
+        let key = ShapeKey {
+            definition: entry.id.clone(),
+            snapshot: snapshot.id.clone(),
+            unfolded: held.under.iter().map(|u| u.view.id.clone()).collect(),
+        };
         let cached = self
             .shapes
             .lock()
@@ -397,18 +457,21 @@ impl MatviewSession {
                     plan_definition(state.clone(), display, &entry.definition)
                         .await
                         .map_err(|e| e.to_string())?;
+                let defaults = (
+                    entry.definition.default_catalog.clone(),
+                    entry.definition.default_schema.clone(),
+                );
+                let (plan, views) = self
+                    .unfolded(plan, &defaults, &held.under, state, views)
+                    .await?;
                 let plan = definition_state
                     .analyzer()
                     .execute_and_check(plan, definition_state.config_options(), |_, _| {})
                     .map_err(|e| e.to_string())?;
-                let defaults = (
-                    entry.definition.default_catalog.as_str(),
-                    entry.definition.default_schema.as_str(),
-                );
-                let shape = Arc::new(Shape::of(&plan, defaults, views)?);
+                let shape = Arc::new(Shape::of(&plan, (&defaults.0, &defaults.1), &views)?);
                 // Kept only if planned over the definitions the snapshot
                 // recorded.
-                let checked = self.usable(&view, state, fingerprinter, config).await;
+                let checked = self.usable_over(&held, state, fingerprinter, config).await;
                 if !matches!(checked, Err((_, true))) {
                     let mut shapes = self.shapes.lock().unwrap_or_else(|e| e.into_inner());
                     if shapes.len() >= MAX_SHAPES {
@@ -440,7 +503,132 @@ impl MatviewSession {
             usable,
             data,
         };
-        Ok((candidate, view))
+        Ok((candidate, held))
+    }
+
+    /// View `name` at its latest state, if its data can answer for its
+    /// query in this session: populated, reproducible, and defined under
+    /// this session's result settings.
+    async fn answering(
+        &self,
+        name: &QualifiedName,
+        state: &datafusion::execution::SessionState,
+    ) -> std::result::Result<Arc<ViewVersion>, String> {
+        let view = self
+            .catalog
+            .view(name)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("was dropped")?;
+        let entry = &view.view;
+        if entry.snapshot.is_none() {
+            return Err("has not been populated".into());
+        }
+        if let Some(why) = &entry.definition.not_reproducible {
+            return Err(format!("has a query that is not reproducible ({why})"));
+        }
+        let settings = crate::refresh::plan::result_settings(state.config_options());
+        if settings != entry.definition.settings.clone().unwrap_or_default() {
+            return Err("was defined under result settings other than this session's".into());
+        }
+        Ok(view)
+    }
+
+    /// `plan`, a definition planned under `defaults`, with each scan of a
+    /// materialized view of `under` replaced by that view's definition
+    /// (aliased as the scan was named), and `views` with the defaults each
+    /// of those definitions reads names under.
+    async fn unfolded(
+        &self,
+        mut plan: LogicalPlan,
+        defaults: &(String, String),
+        under: &[Arc<ViewVersion>],
+        state: &datafusion::execution::SessionState,
+        views: &crate::rewrite::normal::ViewDefaults,
+    ) -> std::result::Result<(LogicalPlan, crate::rewrite::normal::ViewDefaults), String> {
+        let mut views = views.clone();
+        let mut definitions = HashMap::new();
+        for below in under {
+            let definition = &below.view.definition;
+            let (_, planned) =
+                plan_definition(state.clone(), &self.display(&below.view.name), definition)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            views.insert(
+                below.view.name.clone(),
+                (
+                    definition.default_catalog.clone(),
+                    definition.default_schema.clone(),
+                ),
+            );
+            definitions.insert(below.view.name.clone(), planned);
+        }
+        // Each round replaces the scans of one level more: a definition
+        // put in may read another view of `under`.
+        for _ in 0..=under.len() {
+            let (replaced, changed) =
+                crate::rewrite::normal::replace_scans(plan, defaults, &views, &definitions)
+                    .map_err(|e| e.to_string())?;
+            plan = replaced;
+            if !changed {
+                break;
+            }
+        }
+        Ok((plan, views))
+    }
+
+    /// Whether `held` may answer queries now: whether its view may (see
+    /// [`Self::usable`]), when each materialized view under it that its
+    /// shape reads through its definition holds what its definition gives
+    /// now: fresh, or, under `stale_ok`, refreshed within the bound. (Its
+    /// data computed past a change, as a stale view's is, would not be
+    /// what the view over it read.)
+    async fn usable_over(
+        &self,
+        held: &Held,
+        state: &datafusion::execution::SessionState,
+        fingerprinter: &Fingerprinter<'_>,
+        config: &MatviewConfig,
+    ) -> std::result::Result<Usable, (String, bool)> {
+        let mut stale_under = vec![];
+        for below in &held.under {
+            let name = self.display(&below.view.name);
+            match self
+                .usable(below, state, fingerprinter, config, false)
+                .await
+            {
+                Ok(Usable { why, .. }) if why == crate::rewrite::FRESH => {}
+                Ok(Usable { why, .. }) => {
+                    stale_under.push(format!("{name}, which it reads, is {why}"))
+                }
+                Err((why, redefined)) => {
+                    return Err((
+                        format!(
+                            "it reads {name}, whose data must be what its query gives now: {why}"
+                        ),
+                        redefined,
+                    ));
+                }
+            }
+        }
+        let mut usable = self
+            .usable(&held.view, state, fingerprinter, config, true)
+            .await?;
+        if !stale_under.is_empty() {
+            usable.why = format!("{}; {}", usable.why, stale_under.join("; "));
+        }
+        Ok(usable)
+    }
+
+    /// Under `stale_ok`, the bound, when `view` was refreshed within it.
+    fn within_staleness(&self, view: &ViewVersion, config: &MatviewConfig) -> Option<String> {
+        let snapshot = view.view.snapshot.as_ref()?;
+        let age = (chrono::Utc::now() - snapshot.refreshed_at)
+            .to_std()
+            .unwrap_or_default();
+        (config.rewrite == RewriteMode::StaleOk
+            && age <= Duration::from_secs(config.rewrite_staleness.0))
+        .then(|| config.rewrite_staleness.to_string())
     }
 
     /// Whether `view` may answer queries now (and if so, why, and the
@@ -450,12 +638,14 @@ impl MatviewSession {
     /// [`Self::compensated`]: the answer is the query's now); or, under
     /// `stale_ok`, refreshed within the bound with no relation under it
     /// redefined. A view whose relations were redefined is never usable.
+    /// Without `compensate`, a stale view is usable only under `stale_ok`.
     async fn usable(
         &self,
         view: &Arc<ViewVersion>,
         state: &datafusion::execution::SessionState,
         fingerprinter: &Fingerprinter<'_>,
         config: &MatviewConfig,
+        compensate: bool,
     ) -> std::result::Result<Usable, (String, bool)> {
         let entry = &view.view;
         let Some(snapshot) = &entry.snapshot else {
@@ -502,34 +692,35 @@ impl MatviewSession {
             Freshness::Stale(names) => names,
         };
         let changed = self.names(&names);
-        let not_compensated = match self.compensated(view, state, &diff, &now).await {
-            Ok((detail, data)) => {
-                return Ok(Usable {
-                    why: format!("stale: {detail}"),
-                    data: Some(data),
-                });
+        let not_compensated = if compensate {
+            match self.compensated(view, state, &diff, &now).await {
+                Ok((detail, data)) => {
+                    return Ok(Usable {
+                        why: format!("stale: {detail}"),
+                        data: Some(data),
+                    });
+                }
+                Err(why) => Some(why),
             }
-            Err(why) => why,
+        } else {
+            None
         };
-        let age = (chrono::Utc::now() - snapshot.refreshed_at)
-            .to_std()
-            .unwrap_or_default();
-        if config.rewrite == RewriteMode::StaleOk
-            && age <= Duration::from_secs(config.rewrite_staleness.0)
-        {
+        if let Some(bound) = self.within_staleness(view, config) {
             Ok(Usable {
-                why: format!(
-                    "stale: {changed} changed since its refresh less than {} ago",
-                    config.rewrite_staleness
-                ),
+                why: format!("stale: {changed} changed since its refresh less than {bound} ago"),
                 data: None,
             })
-        } else {
+        } else if let Some(not_compensated) = not_compensated {
             Err((
                 format!(
                     "stale: {changed} changed since its last refresh, and its data is not \
                      computed past the change as an incremental refresh would: {not_compensated}"
                 ),
+                false,
+            ))
+        } else {
+            Err((
+                format!("stale: {changed} changed since its last refresh"),
                 false,
             ))
         }
