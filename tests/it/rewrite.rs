@@ -43,6 +43,11 @@ const VIEWS: &[(&str, &str)] = &[
         "v_pairs",
         "SELECT DISTINCT grp, tags FROM src WHERE val > 10",
     ),
+    // Groups filtered: it answers only queries that filter them alike.
+    (
+        "v_having",
+        "SELECT grp, count(*) AS c, sum(val) AS s, max(val) AS hi FROM src GROUP BY grp HAVING count(*) > 2",
+    ),
     // A view over a view: it answers queries over `src` read through
     // `v_rows`'s definition, while `v_rows` is fresh.
     (
@@ -127,6 +132,9 @@ fn query(rng: &mut Rng) -> String {
             let select: Vec<&str> = keys.iter().copied().chain(aggregates).collect();
             let group = if keys.is_empty() {
                 String::new()
+            } else if rng.below(3) == 0 {
+                // `v_having`'s filter of its groups.
+                format!(" GROUP BY {} HAVING count(*) > 2", keys.join(", "))
             } else {
                 format!(" GROUP BY {}", keys.join(", "))
             };
@@ -242,6 +250,8 @@ struct Counts {
     past_removals: usize,
     /// Answered from the view over a view.
     over_a_view: usize,
+    /// Answered from the view with `HAVING`.
+    having: usize,
 }
 
 /// What `EXPLAIN VERBOSE sql` prints, its rows one after the other.
@@ -373,6 +383,9 @@ async fn sequence(seed: u64, steps: usize, queries: usize) -> Result<Counts, Str
             if used.iter().any(|l| l.contains("v_over_rows")) {
                 counts.over_a_view += 1;
             }
+            if used.iter().any(|l| l.contains("v_having")) {
+                counts.having += 1;
+            }
         }
     }
     Ok(counts)
@@ -392,7 +405,7 @@ async fn rewritten_queries_equal_the_query_run_from_scratch() {
                 .collect()
         }
     };
-    let (mut asked, mut answered, mut past_removals, mut over_a_view) = (0, 0, 0, 0);
+    let (mut asked, mut answered, mut past_removals, mut over_a_view, mut having) = (0, 0, 0, 0, 0);
     let several = seeds.len() > 1;
     for seed in seeds {
         let counts = sequence(seed, 6, 8).await.unwrap_or_else(|e| panic!("{e}"));
@@ -400,17 +413,22 @@ async fn rewritten_queries_equal_the_query_run_from_scratch() {
         answered += counts.answered;
         past_removals += counts.past_removals;
         over_a_view += counts.over_a_view;
+        having += counts.having;
     }
     println!(
         "{answered} of {asked} queries answered from a view, {past_removals} of them \
          from a view stale by files removed or rewritten, {over_a_view} from the view \
-         over a view"
+         over a view, {having} from the view with HAVING"
     );
     // Queries over `src` that `v_rows`'s filter and grouping answer are
     // answered from the view over it.
     assert!(
         over_a_view > 0 || !several,
         "no query was answered from the view over a view"
+    );
+    assert!(
+        having > 0 || !several,
+        "no query was answered from the view with HAVING"
     );
     // The generator's shapes are mostly ones a fresh view can answer.
     assert!(

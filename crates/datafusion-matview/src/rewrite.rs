@@ -117,26 +117,34 @@ pub(crate) fn rewrite(
     let mut report = Report::default();
     let rewritten = plan.transform_down_with_subqueries(|node| {
         let query = match &node {
-            LogicalPlan::Aggregate(_) | LogicalPlan::Projection(_) | LogicalPlan::Distinct(_) => {
-                match normal::block(&node, defaults, views) {
-                    Ok(block)
-                        if block.group.is_none()
-                            || matches!(
-                                node,
-                                LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_)
-                            ) =>
-                    {
-                        block
-                    }
-                    _ => return Ok(Transformed::no(node)),
+            // A grouped block ends at its aggregate, or at the filter of
+            // its groups (HAVING) over it.
+            LogicalPlan::Aggregate(_)
+            | LogicalPlan::Projection(_)
+            | LogicalPlan::Distinct(_)
+            | LogicalPlan::Filter(_) => match normal::block(&node, defaults, views) {
+                Ok(block)
+                    if match &node {
+                        LogicalPlan::Filter(_) => block.group.is_some() && !block.having.is_empty(),
+                        LogicalPlan::Aggregate(_) | LogicalPlan::Distinct(_) => true,
+                        _ => block.group.is_none(),
+                    } =>
+                {
+                    block
                 }
-            }
+                _ => return Ok(Transformed::no(node)),
+            },
             _ => return Ok(Transformed::no(node)),
         };
         let predicates = Predicates::new(&query.predicates);
         let mut best: Option<(bool, u64, LogicalPlan, String, Option<usize>)> = None;
         for (i, candidate) in candidates.iter().enumerate() {
-            if candidate.shape.block.tables != query.tables {
+            // A query that filters its groups is matched with a view that
+            // filters them alike; any other view is tried on the aggregate
+            // below the filter, which this pass comes to next.
+            if candidate.shape.block.tables != query.tables
+                || (!query.having.is_empty() && candidate.shape.block.having.is_empty())
+            {
                 continue;
             }
             // The shape must match, then the view be usable.
@@ -217,6 +225,29 @@ fn replace(
     if query.group.is_none() && view.shape.block.group.is_some() {
         return Err("the view is grouped and the query is not".into());
     }
+    // Groups filtered (HAVING): the view's groups are the query's only
+    // when both filter them alike; the query's aggregate below its HAVING
+    // is matched on its own, the HAVING left above it.
+    let having = |block: &Block| {
+        block
+            .having
+            .iter()
+            .map(Expr::to_string)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    match (query.having.is_empty(), view.shape.block.having.is_empty()) {
+        (true, true) => {}
+        (false, true) => {
+            return Err("the query filters its groups (HAVING) and the view does not".into());
+        }
+        (true, false) => {
+            return Err("the view filters its groups (HAVING) and the query does not".into());
+        }
+        (false, false) if having(query) != having(&view.shape.block) => {
+            return Err("the view filters its groups (HAVING) otherwise than the query".into());
+        }
+        (false, false) => {}
+    }
     let compensation = predicates.compensation(&view.shape.predicates)?;
     let mapper = Mapper { view };
     let mut filters = vec![];
@@ -268,6 +299,15 @@ fn replace(
                                 })
                             })
                         });
+                if !exact && !view.shape.block.having.is_empty() {
+                    return Err(if view.data.is_some() {
+                        "the view filters its groups (HAVING), and its data computed past \
+                         the change is not one row per group"
+                            .into()
+                    } else {
+                        "the view filters its groups (HAVING) and the query groups otherwise".into()
+                    });
+                }
                 if exact {
                     let mut outputs = mapped_keys;
                     for a in aggregates {

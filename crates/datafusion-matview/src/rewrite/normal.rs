@@ -22,6 +22,9 @@ pub(crate) struct Block {
     pub predicates: Vec<Expr>,
     /// The grouping keys, when it is grouped (empty: one global group).
     pub group: Option<Vec<Expr>>,
+    /// The conjuncts its groups satisfy (`HAVING`), canonical: over the
+    /// grouping keys and aggregate calls.
+    pub having: Vec<Expr>,
     /// Its output columns left to right, canonical: over the relations'
     /// columns, and over aggregate calls when grouped.
     pub outputs: Vec<Expr>,
@@ -55,18 +58,21 @@ pub(crate) fn block(
         tables: BTreeSet::new(),
         predicates: vec![],
         group: None,
+        having: vec![],
     };
     let outputs = parser.parse(plan)?;
     let Parser {
         tables,
         predicates,
         group,
+        having,
         ..
     } = parser;
     Ok(Block {
         tables,
         predicates,
         group,
+        having,
         outputs,
     })
 }
@@ -77,6 +83,7 @@ struct Parser<'a> {
     tables: BTreeSet<QualifiedName>,
     predicates: Vec<Expr>,
     group: Option<Vec<Expr>>,
+    having: Vec<Expr>,
 }
 
 impl Parser<'_> {
@@ -133,12 +140,18 @@ impl Parser<'_> {
             }
             LogicalPlan::Filter(filter) => {
                 let inputs = self.parse(&filter.input)?;
-                // Its conjuncts would be over aggregates, which no WHERE
-                // of a query can imply.
-                self.below_the_aggregate("a filter over an aggregate (HAVING)")?;
+                // Over an aggregate: its conjuncts filter groups, which no
+                // WHERE of a query implies; they are compared apart.
+                let grouped = self.group.is_some();
                 for conjunct in split_conjunction(&filter.predicate) {
                     let conjunct = substitute(conjunct, filter.input.as_ref(), &inputs)?;
-                    self.add_predicate(conjunct);
+                    if grouped {
+                        if !self.having.contains(&conjunct) {
+                            self.having.push(conjunct);
+                        }
+                    } else {
+                        self.add_predicate(conjunct);
+                    }
                 }
                 Ok(inputs)
             }
