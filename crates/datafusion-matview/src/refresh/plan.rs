@@ -230,8 +230,9 @@ impl Write {
     }
 }
 
-/// The table a full refresh keeps lineage for: of the listing tables
-/// under `sources` (through plain views), the one with the most bytes
+/// The table a full refresh keeps lineage for: of the listing tables and
+/// materialized views under `sources` (through plain views), the one with
+/// the most bytes
 /// (the fact table of a join with a dimension), which removals and
 /// rewrites most likely hit and recomputing costs most. Only changes to
 /// it evict by lineage; changes to the others are handled otherwise.
@@ -251,8 +252,11 @@ pub(crate) fn lineage_table(
     let (mut all, count) = (0, tables.len());
     let mut largest: Option<(&QualifiedName, &[FileFingerprint], u64)> = None;
     for (name, fingerprint) in tables {
+        // A materialized view's data files are immutable: its own
+        // incremental refreshes add and evict whole files, which a view
+        // over it follows by lineage as it follows a listing table's.
         let size = match fingerprint {
-            Fingerprint::Files { files, .. } => {
+            Fingerprint::Files { files, .. } | Fingerprint::Snapshot { files, .. } => {
                 let size = bytes(files);
                 // The first of the largest, by name: the same every time.
                 if largest.is_none_or(|(_, _, most)| size > most) {
@@ -260,7 +264,6 @@ pub(crate) fn lineage_table(
                 }
                 size
             }
-            Fingerprint::Snapshot { files, .. } => bytes(files),
             _ => return None,
         };
         all += size;
@@ -666,7 +669,7 @@ pub(crate) fn full(
         Shape::Rows => {
             if let Some((provider, table, files, most)) = single {
                 let name = table.to_string();
-                if let Ok(listing) = listing_of(provider, &name, runtime)
+                if let Ok(listing) = Files::of(provider, &name, catalog, runtime)
                     && linear(&plan, provider, &name) == Ok(true)
                 {
                     let parts = per_group(&plan, provider, &listing, groups(files, most))?;

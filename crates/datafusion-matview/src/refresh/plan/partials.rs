@@ -183,8 +183,8 @@ fn partials_worth_keeping(previous: &Snapshot, source_bytes: u64) -> bool {
 }
 
 /// The partial aggregates a full refresh of an aggregate view writes, one
-/// per group of the files of its one source (a listing table it reads
-/// row-wise), merged into the view's data; `None` when there are fewer
+/// per group of the files of its one source (a listing table or
+/// materialized view it reads row-wise), merged into the view's data; `None` when there are fewer
 /// than two groups or [`partials_worth_keeping`] says no.
 pub(super) fn full_partials(
     aggregation: &shape::Aggregation,
@@ -197,7 +197,7 @@ pub(super) fn full_partials(
         return Ok(None);
     };
     let name = name.to_string();
-    let Ok(listing) = listing_of(provider, &name, runtime) else {
+    let Ok(listing) = Files::of(provider, &name, catalog, runtime) else {
         return Ok(None);
     };
     if linear(&aggregation.input, provider, &name) != Ok(true) {

@@ -185,7 +185,8 @@ fn source(name: &str, fingerprint: Fingerprint) -> SourceFingerprint {
     }
 }
 
-/// Lineage follows the largest listing table, in as many groups of its
+/// Lineage follows the largest listing table or materialized view, in as
+/// many groups of its
 /// files as read the others again for at most a quarter of its bytes.
 #[test]
 fn lineage_follows_the_largest_table_beside_small_ones() {
@@ -211,6 +212,16 @@ fn lineage_follows_the_largest_table_beside_small_ones() {
         source("fact", sized(10, 100)),
     ];
     assert_eq!(found(&unknown), None);
+    // A materialized view's data files, as a listing table's: the larger
+    // beside a table, and alone.
+    let view = |n: usize, size: u64| Fingerprint::Snapshot {
+        id: Some("s".into()),
+        files: (0..n).map(|i| file(&format!("m/s/{i}"), size)).collect(),
+        definition: "m1".into(),
+    };
+    let layered = [source("dim", sized(1, 10)), source("m", view(10, 100))];
+    assert_eq!(found(&layered), Some(("m".into(), 4)));
+    assert_eq!(found(&layered[1..]), Some(("m".into(), 16)));
     // Alone, whatever its size; two alike, the first by name.
     assert_eq!(found(&fact[..1]), Some(("dim".into(), 16)));
     let two = [source("a", sized(1, 0)), source("b", sized(1, 0))];
