@@ -232,10 +232,10 @@ impl Write {
 
 /// The table a full refresh keeps lineage for: of the listing tables and
 /// materialized views under `sources` (through plain views), the one with
-/// the most bytes
-/// (the fact table of a join with a dimension), which removals and
-/// rewrites most likely hit and recomputing costs most. Only changes to
-/// it evict by lineage; changes to the others are handled otherwise.
+/// the most bytes (the fact table of a join with a dimension), which
+/// removals and rewrites most likely hit and recomputing costs most. Only
+/// changes to it evict by lineage; changes to the others are handled
+/// otherwise.
 ///
 /// Each group of its files is computed apart, reading the other tables
 /// again: so beside other tables, in as many groups (at most

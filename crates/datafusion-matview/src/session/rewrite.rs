@@ -286,7 +286,7 @@ impl MatviewSession {
         // such a view answers what its definition computes, the views
         // that read those views and relations the query names: their
         // definitions are read with each materialized view the query
-        // does not name in place of its scan (see [`Unfolded`]).
+        // does not name in place of its scan (see `Self::unfolded`).
         let index = self.catalog.index();
         let mut reachable = names.clone();
         let mut entries = BTreeSet::new();

@@ -184,8 +184,9 @@ fn partials_worth_keeping(previous: &Snapshot, source_bytes: u64) -> bool {
 
 /// The partial aggregates a full refresh of an aggregate view writes, one
 /// per group of the files of its one source (a listing table or
-/// materialized view it reads row-wise), merged into the view's data; `None` when there are fewer
-/// than two groups or [`partials_worth_keeping`] says no.
+/// materialized view it reads row-wise), merged into the view's data;
+/// `None` when there are fewer than two groups or
+/// [`partials_worth_keeping`] says no.
 pub(super) fn full_partials(
     aggregation: &shape::Aggregation,
     single: Option<LineageSource<'_>>,

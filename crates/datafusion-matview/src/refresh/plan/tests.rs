@@ -186,8 +186,8 @@ fn source(name: &str, fingerprint: Fingerprint) -> SourceFingerprint {
 }
 
 /// Lineage follows the largest listing table or materialized view, in as
-/// many groups of its
-/// files as read the others again for at most a quarter of its bytes.
+/// many groups of its files as read the others again for at most a
+/// quarter of its bytes.
 #[test]
 fn lineage_follows_the_largest_table_beside_small_ones() {
     let sized = |n: usize, size: u64| Fingerprint::Files {
