@@ -275,101 +275,115 @@ fn replace(
             .map(e)
             .ok_or_else(|| format!("the view has no column for {e}"))
     };
-    let (exact, outputs) =
-        match (&query.group, &view.shape.block.group) {
-            (None, _) => (
-                true,
-                query
-                    .outputs
-                    .iter()
-                    .map(map)
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
-            (Some(keys), view_keys) => {
-                let mapped_keys = keys.iter().map(map).collect::<Result<Vec<_>, _>>()?;
-                let aggregates = &query.outputs[keys.len()..];
-                // Data computed now may have several rows per group:
-                // always aggregate again.
-                let exact =
-                    view.data.is_none()
-                        && view_keys.as_ref().is_some_and(|view_keys| {
-                            view_keys.iter().all(|key| {
-                                view.shape.block.outputs.iter().enumerate().any(|(i, o)| {
-                                    o == key && mapped_keys.contains(&mapper.column(i))
-                                })
-                            })
-                        });
-                if !exact && !view.shape.block.having.is_empty() {
-                    return Err(if view.data.is_some() {
-                        "the view filters its groups (HAVING), and its data computed past \
+    let (exact, outputs) = match (&query.group, &view.shape.block.group) {
+        (None, _) => (
+            true,
+            query
+                .outputs
+                .iter()
+                .map(map)
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+        (Some(keys), view_keys) => {
+            let mapped_keys = keys.iter().map(map).collect::<Result<Vec<_>, _>>()?;
+            let aggregates = &query.outputs[keys.len()..];
+            // Data computed now may have several rows per group:
+            // always aggregate again.
+            let exact = view.data.is_none()
+                && view_keys.as_ref().is_some_and(|view_keys| {
+                    view_keys.iter().all(|key| {
+                        view.shape
+                            .block
+                            .outputs
+                            .iter()
+                            .enumerate()
+                            .any(|(i, o)| o == key && mapped_keys.contains(&mapper.column(i)))
+                    })
+                });
+            if !exact && !view.shape.block.having.is_empty() {
+                return Err(if view.data.is_some() {
+                    "the view filters its groups (HAVING), and its data computed past \
                          the change is not one row per group"
-                            .into()
+                        .into()
+                } else {
+                    "the view filters its groups (HAVING) and the query groups otherwise".into()
+                });
+            }
+            if exact {
+                let mut outputs = mapped_keys;
+                for a in aggregates {
+                    let mapped = map(a)?;
+                    // A count a view rolled up from another (`sum` of
+                    // counts) is typed nullable; in a group it is never
+                    // null, and a count never is.
+                    let count = matches!(a, Expr::AggregateFunction(f) if f.func.name() == "count");
+                    let nullable = mapped.nullable(plan.schema().as_ref()).map_err(error)?;
+                    outputs.push(if count && nullable {
+                        datafusion::functions::expr_fn::coalesce(vec![
+                            mapped,
+                            datafusion::prelude::lit(0i64),
+                        ])
                     } else {
-                        "the view filters its groups (HAVING) and the query groups otherwise".into()
+                        mapped
                     });
                 }
-                if exact {
-                    let mut outputs = mapped_keys;
-                    for a in aggregates {
-                        outputs.push(map(a)?);
-                    }
-                    (true, outputs)
-                } else {
-                    let mut group: Vec<Expr> = vec![];
-                    let mut key_index = vec![];
-                    for key in mapped_keys {
-                        key_index.push(match group.iter().position(|g| *g == key) {
-                            Some(i) => i,
-                            None => {
-                                group.push(key);
-                                group.len() - 1
-                            }
-                        });
-                    }
-                    let mut calls: Vec<Expr> = vec![];
-                    let mut add = |call: Expr| match calls.iter().position(|c| *c == call) {
-                        Some(i) => group.len() + i,
+                (true, outputs)
+            } else {
+                let mut group: Vec<Expr> = vec![];
+                let mut key_index = vec![];
+                for key in mapped_keys {
+                    key_index.push(match group.iter().position(|g| *g == key) {
+                        Some(i) => i,
                         None => {
-                            calls.push(call);
-                            group.len() + calls.len() - 1
+                            group.push(key);
+                            group.len() - 1
                         }
-                    };
-                    let mut finish = vec![];
-                    for a in aggregates {
-                        finish.push(if view_keys.is_some() {
-                            roll_up(a, &mapper, &mut add)?
-                        } else {
-                            Finish::Column(add(map(a)?))
-                        });
-                    }
-                    plan = plan.aggregate(group, calls).map_err(error)?;
-                    let schema = plan.schema().clone();
-                    let column = |i: usize| {
-                        Expr::Column(datafusion::common::Column::from(schema.qualified_field(i)))
-                    };
-                    let mut outputs: Vec<Expr> = key_index.into_iter().map(column).collect();
-                    for f in finish {
-                        outputs.push(match f {
-                            Finish::Column(i) => column(i),
-                            Finish::Count(i) => datafusion::functions::expr_fn::coalesce(vec![
-                                column(i),
-                                datafusion::prelude::lit(0i64),
-                            ]),
-                            Finish::Average(s, c) => {
-                                datafusion::prelude::cast(
-                                    column(s),
-                                    datafusion::arrow::datatypes::DataType::Float64,
-                                ) / datafusion::prelude::cast(
-                                    column(c),
-                                    datafusion::arrow::datatypes::DataType::Float64,
-                                )
-                            }
-                        });
-                    }
-                    (false, outputs)
+                    });
                 }
+                let mut calls: Vec<Expr> = vec![];
+                let mut add = |call: Expr| match calls.iter().position(|c| *c == call) {
+                    Some(i) => group.len() + i,
+                    None => {
+                        calls.push(call);
+                        group.len() + calls.len() - 1
+                    }
+                };
+                let mut finish = vec![];
+                for a in aggregates {
+                    finish.push(if view_keys.is_some() {
+                        roll_up(a, &mapper, &mut add)?
+                    } else {
+                        Finish::Column(add(map(a)?))
+                    });
+                }
+                plan = plan.aggregate(group, calls).map_err(error)?;
+                let schema = plan.schema().clone();
+                let column = |i: usize| {
+                    Expr::Column(datafusion::common::Column::from(schema.qualified_field(i)))
+                };
+                let mut outputs: Vec<Expr> = key_index.into_iter().map(column).collect();
+                for f in finish {
+                    outputs.push(match f {
+                        Finish::Column(i) => column(i),
+                        Finish::Count(i) => datafusion::functions::expr_fn::coalesce(vec![
+                            column(i),
+                            datafusion::prelude::lit(0i64),
+                        ]),
+                        Finish::Average(s, c) => {
+                            datafusion::prelude::cast(
+                                column(s),
+                                datafusion::arrow::datatypes::DataType::Float64,
+                            ) / datafusion::prelude::cast(
+                                column(c),
+                                datafusion::arrow::datatypes::DataType::Float64,
+                            )
+                        }
+                    });
+                }
+                (false, outputs)
             }
-        };
+        }
+    };
     // The root's columns exactly: names, qualifiers, types; never more
     // nullable than the query's.
     let wanted = root.schema();

@@ -180,7 +180,9 @@ impl Parser<'_> {
             }
             LogicalPlan::Aggregate(aggregate) => {
                 let inputs = self.parse(&aggregate.input)?;
-                self.below_the_aggregate("an aggregate over an aggregate")?;
+                if self.group.is_some() {
+                    return self.rolled_up(aggregate, &inputs);
+                }
                 let keys = aggregate
                     .group_expr
                     .iter()
@@ -212,6 +214,90 @@ impl Parser<'_> {
             }
             other => Err(format!("a {} node", other.display())),
         }
+    }
+
+    /// An aggregate over an aggregate (its input's outputs `inputs`) as
+    /// one aggregate of the relations, when it is one: its keys are
+    /// computed from the lower keys alone (so each of its groups is a union
+    /// of lower groups), no filter of groups lies between, and each of its
+    /// aggregates rolls the lower ones up: `sum` of `sum`, `min` of `min`,
+    /// `max` of `max`, `sum` of `count` (beside keys: a global `sum` over
+    /// no rows is null where `count` is 0), or what only asks which values
+    /// a group holds (`min`, `max`, a `DISTINCT` aggregate) of lower keys.
+    /// So a view that rolls another up (`monthly` over `daily`) compares
+    /// with queries over the relations.
+    fn rolled_up(
+        &mut self,
+        aggregate: &datafusion::logical_expr::Aggregate,
+        inputs: &[Expr],
+    ) -> Result<Vec<Expr>, NotABlock> {
+        let refused = |why: &str| Err(format!("an aggregate over an aggregate: {why}"));
+        if !self.having.is_empty() {
+            return refused("the lower one's groups are filtered");
+        }
+        let has_aggregate = |e: &Expr| {
+            e.exists(|e| Ok(matches!(e, Expr::AggregateFunction(_))))
+                .unwrap_or(true)
+        };
+        let input = aggregate.input.as_ref();
+        let mut keys = vec![];
+        for key in &aggregate.group_expr {
+            if matches!(key, Expr::GroupingSet(_)) {
+                return refused("GROUPING SETS, CUBE or ROLLUP");
+            }
+            let key = substitute(key, input, inputs)?;
+            if has_aggregate(&key) {
+                return refused(&format!("key {key} is an aggregate"));
+            }
+            keys.push(key);
+        }
+        let mut outputs = keys.clone();
+        for e in &aggregate.aggr_expr {
+            let e = substitute(e, input, inputs)?;
+            let Expr::AggregateFunction(outer) = &e else {
+                return refused(&format!("output {e}"));
+            };
+            let params = &outer.params;
+            let [argument] = params.args.as_slice() else {
+                return refused(&format!("{e}"));
+            };
+            if params.filter.is_some()
+                || !params.order_by.is_empty()
+                || params.null_treatment.is_some()
+            {
+                return refused(&format!("{e}"));
+            }
+            let outer_name = outer.func.name();
+            // Over lower keys only: the values each group holds.
+            if !has_aggregate(argument) {
+                if params.distinct || matches!(outer_name, "min" | "max") {
+                    outputs.push(e.clone());
+                    continue;
+                }
+                return refused(&format!("{e} counts the lower groups"));
+            }
+            let lower = match argument {
+                Expr::Cast(cast) if outer_name == "sum" => cast.expr.as_ref(),
+                other => other,
+            };
+            let Expr::AggregateFunction(inner) = lower else {
+                return refused(&format!("{e}"));
+            };
+            let inner_name = inner.func.name();
+            let rolls_up = !params.distinct
+                && !inner.params.distinct
+                && match (outer_name, inner_name) {
+                    ("sum", "sum") | ("min", "min") | ("max", "max") => true,
+                    ("sum", "count") => !keys.is_empty(),
+                    _ => false,
+                };
+            if !rolls_up {
+                return refused(&format!("{e} does not roll {inner_name} up"));
+            }
+            outputs.push(lower.clone());
+        }
+        self.group = Some(keys);
+        Ok(outputs)
     }
 
     /// Refuses `what` (a filter, join, aggregate or DISTINCT, its input
