@@ -350,12 +350,7 @@ async fn sequence(seed: u64, steps: usize, queries: usize) -> Result<Counts, Str
             }
             for (name, _) in VIEWS {
                 if rng.below(10) < 6 {
-                    s.sql(&format!("REFRESH MATERIALIZED VIEW {name}"))
-                        .await
-                        .unwrap()
-                        .collect()
-                        .await
-                        .unwrap();
+                    run(&s, &format!("REFRESH MATERIALIZED VIEW {name}")).await;
                 }
             }
         }
@@ -529,12 +524,7 @@ async fn a_view_replaced_or_refreshed_elsewhere_answers_as_it_is_now() {
         answer(&a, maxes).await,
         from_scratch(dir.path(), maxes).await
     );
-    b.sql("REFRESH MATERIALIZED VIEW v")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    run(&b, "REFRESH MATERIALIZED VIEW v").await;
     assert!(!rewritten(&a, maxes).await.is_empty());
     assert_eq!(
         answer(&a, maxes).await,
@@ -542,9 +532,14 @@ async fn a_view_replaced_or_refreshed_elsewhere_answers_as_it_is_now() {
     );
 }
 
+/// Runs `sql` in `s` to the end.
+async fn run(s: &MatviewSession, sql: &str) {
+    s.sql(sql).await.unwrap().collect().await.unwrap();
+}
+
 /// Asserts that `sql` answers in `s` as run from scratch over the table
 /// in `dir` (floating-point values within a relative 1e-9).
-async fn same_answer(s: &MatviewSession, dir: &std::path::Path, sql: &str) {
+async fn answers_as_from_scratch(s: &MatviewSession, dir: &std::path::Path, sql: &str) {
     let (got, expected) = (answer(s, sql).await, from_scratch(dir, sql).await);
     assert!(same_rows(&expected, &got), "{sql}: {got:?} != {expected:?}");
 }
@@ -574,12 +569,12 @@ async fn a_view_over_a_view_answers_while_the_view_under_it_is_fresh() {
         );
     };
     check(rewritten(&a, query).await, "top");
-    same_answer(&a, dir.path(), query).await;
+    answers_as_from_scratch(&a, dir.path(), query).await;
     // A file rewritten under the layer: the layer answers past it from
     // what it keeps; `top` is not used, and says why.
     std::fs::write(src.join("f0.csv"), csv(&mut rng, 100, 25)).unwrap();
     check(rewritten(&a, query).await, "layer");
-    same_answer(&a, dir.path(), query).await;
+    answers_as_from_scratch(&a, dir.path(), query).await;
     let verbose = explain_verbose(&a, query).await;
     assert!(
         verbose.contains(
@@ -591,21 +586,11 @@ async fn a_view_over_a_view_answers_while_the_view_under_it_is_fresh() {
     // The layer refreshed elsewhere: `top` answers past the layer's change
     // (it keeps no partials over a materialized view that lost files, so
     // the layer answers); once `top` is refreshed elsewhere too, `top`.
-    b.sql("REFRESH MATERIALIZED VIEW layer")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
-    same_answer(&a, dir.path(), query).await;
-    b.sql("REFRESH MATERIALIZED VIEW top")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    run(&b, "REFRESH MATERIALIZED VIEW layer").await;
+    answers_as_from_scratch(&a, dir.path(), query).await;
+    run(&b, "REFRESH MATERIALIZED VIEW top").await;
     check(rewritten(&a, query).await, "top");
-    same_answer(&a, dir.path(), query).await;
+    answers_as_from_scratch(&a, dir.path(), query).await;
     // The layer replaced elsewhere with another filter: `top` was computed
     // from the old one and is not used, even once the new layer is fresh.
     b.sql(
@@ -620,17 +605,12 @@ async fn a_view_over_a_view_answers_while_the_view_under_it_is_fresh() {
             .all(|l| !l.contains("MatviewRewrite: top")),
         "top was computed from the layer's old definition"
     );
-    same_answer(&a, dir.path(), query).await;
+    answers_as_from_scratch(&a, dir.path(), query).await;
     // Refreshed over the new layer, `top` answers what it now computes.
-    b.sql("REFRESH MATERIALIZED VIEW top")
-        .await
-        .unwrap()
-        .collect()
-        .await
-        .unwrap();
+    run(&b, "REFRESH MATERIALIZED VIEW top").await;
     let narrower = "SELECT grp, sum(val) FROM src WHERE val > 30 GROUP BY grp";
     check(rewritten(&a, narrower).await, "top");
-    same_answer(&a, dir.path(), narrower).await;
+    answers_as_from_scratch(&a, dir.path(), narrower).await;
     assert!(
         rewritten(&a, query)
             .await
