@@ -431,7 +431,6 @@ impl MatviewSession {
             );
             under.push(below);
         }
-        drop(index);
         let held = Held {
             view: Arc::clone(&view),
             under,
