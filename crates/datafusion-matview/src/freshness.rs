@@ -25,6 +25,9 @@ use futures::future::BoxFuture;
 use object_store::{ObjectMeta, ObjectStoreExt};
 use sha2::{Digest, Sha256};
 
+#[cfg(unix)]
+mod local;
+
 use crate::catalog::Catalog;
 use crate::error::Result;
 use crate::resolve::{registered, sources_of};
@@ -101,6 +104,11 @@ impl<'a> Fingerprinter<'a> {
             read: Mutex::new(BTreeMap::new()),
             listed: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The session state it fingerprints with.
+    pub(crate) fn state(&self) -> &SessionState {
+        &self.state
     }
 
     /// Fingerprints each view of `pins` at the state given there (what a
@@ -248,31 +256,44 @@ impl<'a> Fingerprinter<'a> {
         let mut files = vec![];
         for url in table.table_paths() {
             let store = self.state.runtime_env().object_store(url)?;
-            let metas: Vec<ObjectMeta> = if url.is_collection() {
-                store.list(Some(url.prefix())).try_collect().await?
-            } else {
-                match store.head(url.prefix()).await {
-                    Ok(meta) => vec![meta],
-                    Err(object_store::Error::NotFound { .. }) => {
-                        store.list(Some(url.prefix())).try_collect().await?
-                    }
-                    Err(e) => return Err(e.into()),
-                }
+            let keep = |meta: &ObjectMeta| {
+                meta.location.as_ref().ends_with(extension.as_str())
+                    && url.contains(&meta.location, ignore_subdirectory)
             };
             let local = url.scheme() == "file";
-            let metas: Vec<ObjectMeta> = metas
-                .into_iter()
-                .filter(|meta| {
-                    meta.location.as_ref().ends_with(extension.as_str())
-                        && url.contains(&meta.location, ignore_subdirectory)
-                })
-                .collect();
-            let versions = if local {
-                local_versions(&metas).await
-            } else {
-                metas.iter().map(store_version).collect()
+            #[cfg(unix)]
+            let in_one_look = match local && url.is_collection() {
+                true => local::list_dir(store.as_ref(), url.prefix()).await,
+                false => None,
             };
-            for (meta, version) in metas.iter().zip(versions) {
+            #[cfg(not(unix))]
+            let in_one_look = None;
+            let listed: Vec<(ObjectMeta, String)> = match in_one_look {
+                Some(listed) => listed.into_iter().filter(|(meta, _)| keep(meta)).collect(),
+                None => {
+                    let metas: Vec<ObjectMeta> = if url.is_collection() {
+                        store.list(Some(url.prefix())).try_collect().await?
+                    } else {
+                        match store.head(url.prefix()).await {
+                            Ok(meta) => vec![meta],
+                            Err(object_store::Error::NotFound { .. }) => {
+                                store.list(Some(url.prefix())).try_collect().await?
+                            }
+                            Err(e) => return Err(e.into()),
+                        }
+                    };
+                    let metas: Vec<ObjectMeta> = metas.into_iter().filter(keep).collect();
+                    #[cfg(unix)]
+                    let versions = match local {
+                        true => local::versions(&metas).await,
+                        false => metas.iter().map(store_version).collect(),
+                    };
+                    #[cfg(not(unix))]
+                    let versions: Vec<String> = metas.iter().map(store_version).collect();
+                    metas.into_iter().zip(versions).collect()
+                }
+            };
+            for (meta, version) in listed {
                 files.push(FileFingerprint {
                     path: format!("{}{}", url.object_store().as_str(), meta.location),
                     size: meta.size,
@@ -297,57 +318,6 @@ fn store_version(meta: &ObjectMeta) -> String {
         _ if meta.last_modified.timestamp_nanos_opt() == Some(0) => String::new(),
         _ => meta.last_modified.to_rfc3339(),
     }
-}
-
-/// The versions of local files: the store's e-tag (inode, modification
-/// time, size) and the file's status change time, which no `touch -r`,
-/// `cp -p` or `rsync -t` can set back, so a file rewritten in place with
-/// its size and modification time restored is still seen as changed.
-/// A file whose size or modification time differs from its listing (it
-/// changed between the two looks, or the store is not the local file
-/// system at this path) gets an unknown version.
-async fn local_versions(metas: &[ObjectMeta]) -> Vec<String> {
-    let looks: Vec<(String, u64, chrono::DateTime<chrono::Utc>, String)> = metas
-        .iter()
-        .map(|m| {
-            (
-                format!("/{}", m.location),
-                m.size,
-                m.last_modified,
-                store_version(m),
-            )
-        })
-        .collect();
-    let stat = move || {
-        looks
-            .into_iter()
-            .map(|(path, size, modified, version)| {
-                change_time(&path, size, modified)
-                    .map(|ctime| format!("{version} ctime {ctime}"))
-                    .unwrap_or_default()
-            })
-            .collect()
-    };
-    tokio::task::spawn_blocking(stat)
-        .await
-        .unwrap_or_else(|_| vec![String::new(); metas.len()])
-}
-
-/// `seconds.nanoseconds` of the local file's status change time, when
-/// its size and modification time are those the listing showed.
-#[cfg(unix)]
-fn change_time(path: &str, size: u64, modified: chrono::DateTime<chrono::Utc>) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path).ok()?;
-    let mtime = chrono::DateTime::<chrono::Utc>::from(metadata.modified().ok()?);
-    (metadata.len() == size && mtime == modified)
-        .then(|| format!("{}.{:09}", metadata.ctime(), metadata.ctime_nsec()))
-}
-
-/// Elsewhere the store's version is all there is.
-#[cfg(not(unix))]
-fn change_time(_: &str, _: u64, _: chrono::DateTime<chrono::Utc>) -> Option<String> {
-    Some(String::new())
 }
 
 /// A digest of what defines a listing table apart from its files: where

@@ -719,7 +719,9 @@ fn sql_options(options: &[SqlOption]) -> Result<Vec<(String, String)>> {
 /// The catalog and schema unqualified names mean in `ctx` now
 /// (`datafusion.catalog.default_catalog` / `default_schema`).
 pub fn defaults(ctx: &datafusion::prelude::SessionContext) -> (String, String) {
-    let state = ctx.state();
+    // Read in place: `ctx.state()` would copy the whole state.
+    let state = ctx.state_ref();
+    let state = state.read();
     let options = state.config().options();
     (
         options.catalog.default_catalog.clone(),
@@ -730,7 +732,8 @@ pub fn defaults(ctx: &datafusion::prelude::SessionContext) -> (String, String) {
 /// The SQL dialect and parser recursion limit `ctx` parses with, as
 /// [`parse_sql`] takes them.
 pub fn parser_settings(ctx: &datafusion::prelude::SessionContext) -> (String, usize) {
-    let state = ctx.state();
+    let state = ctx.state_ref();
+    let state = state.read();
     let options = state.config().options();
     (
         options.sql_parser.dialect.as_ref().to_owned(),
@@ -745,7 +748,8 @@ pub fn qualify(
     name: &ObjectName,
 ) -> Result<QualifiedName> {
     let normalize = ctx
-        .state()
+        .state_ref()
+        .read()
         .config()
         .options()
         .sql_parser

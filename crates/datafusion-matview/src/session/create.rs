@@ -393,6 +393,7 @@ impl MatviewSession {
         catalog: &str,
         schema: &str,
     ) -> Result<BTreeSet<QualifiedName>> {
-        crate::resolve::sources_of(self.ctx.state().catalog_list(), plan, catalog, schema).await
+        let catalogs = Arc::clone(self.ctx.state_ref().read().catalog_list());
+        crate::resolve::sources_of(&catalogs, plan, catalog, schema).await
     }
 }

@@ -11,7 +11,8 @@ impl MatviewSession {
     /// Whether unquoted identifiers are lower-cased (DataFusion's setting).
     pub(super) fn normalizes_idents(&self) -> bool {
         self.ctx
-            .state()
+            .state_ref()
+            .read()
             .config()
             .options()
             .sql_parser
@@ -52,7 +53,8 @@ impl MatviewSession {
         &self,
         name: &QualifiedName,
     ) -> Result<Option<Arc<dyn TableProvider>>> {
-        crate::resolve::registered(self.ctx.state().catalog_list(), name).await
+        let catalogs = Arc::clone(self.ctx.state_ref().read().catalog_list());
+        crate::resolve::registered(&catalogs, name).await
     }
 
     /// What `name` is: a materialized view of the catalog, or a table or

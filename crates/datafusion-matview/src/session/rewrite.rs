@@ -59,7 +59,8 @@ impl MatviewSession {
     /// The session's rewrite settings.
     fn rewrite_config(&self) -> MatviewConfig {
         self.ctx
-            .state()
+            .state_ref()
+            .read()
             .config()
             .options()
             .extensions
@@ -72,7 +73,8 @@ impl MatviewSession {
     /// views: not with `matview.rewrite = 'off'`, nor on a cluster.
     fn rewrite_on(&self) -> Option<MatviewConfig> {
         let config = self.rewrite_config();
-        (config.rewrite != RewriteMode::Off && !on_cluster(&self.ctx.state())).then_some(config)
+        (config.rewrite != RewriteMode::Off && !on_cluster(&self.ctx.state_ref().read()))
+            .then_some(config)
     }
 
     /// `RESET matview.x`, which DataFusion does not do for settings of
@@ -309,12 +311,15 @@ impl MatviewSession {
             return Ok((plan, None));
         }
         let unfold: BTreeSet<QualifiedName> = entries.difference(&names).cloned().collect();
-        let state = self.ctx.state();
+        // One copy of the session's state, for the fingerprints and the
+        // rest.
+        let fingerprinter = self.fingerprinter();
+        let state = fingerprinter.state();
         let analyzed =
             state
                 .analyzer()
                 .execute_and_check(plan.clone(), state.config_options(), |_, _| {})?;
-        let fingerprinter = self.fingerprinter();
+        let settings = crate::refresh::plan::result_settings(state.config_options());
         // The defaults each plain view was created under, which its names
         // are read under.
         let views = self.created_under().clone();
@@ -327,7 +332,8 @@ impl MatviewSession {
                 .candidate(
                     name,
                     &display,
-                    &state,
+                    state,
+                    &settings,
                     &fingerprinter,
                     &views,
                     &unfold,
@@ -354,7 +360,7 @@ impl MatviewSession {
             let mut all_fresh = true;
             for &i in &report.unchecked {
                 let checked = self
-                    .usable_over(&states[i], &state, &fingerprinter, config)
+                    .usable_over(&states[i], state, &fingerprinter, config)
                     .await;
                 let candidate = &mut candidates[i];
                 match checked {
@@ -392,13 +398,14 @@ impl MatviewSession {
         name: &QualifiedName,
         display: &str,
         state: &datafusion::execution::SessionState,
+        settings: &BTreeMap<String, String>,
         fingerprinter: &Fingerprinter<'_>,
         views: &crate::rewrite::normal::ViewDefaults,
         unfold: &BTreeSet<QualifiedName>,
         config: &MatviewConfig,
     ) -> std::result::Result<(Candidate, Held), String> {
         let view = self
-            .answering(name, state)
+            .answering(name, settings)
             .await
             .map_err(|why| format!("it {why}"))?;
         let entry = &view.view;
@@ -419,7 +426,7 @@ impl MatviewSession {
                 continue;
             }
             let below = self
-                .answering(&source, state)
+                .answering(&source, settings)
                 .await
                 .map_err(|why| format!("it reads {}, which {why}", self.display(&source)))?;
             next.extend(
@@ -511,7 +518,7 @@ impl MatviewSession {
     async fn answering(
         &self,
         name: &QualifiedName,
-        state: &datafusion::execution::SessionState,
+        settings: &BTreeMap<String, String>,
     ) -> std::result::Result<Arc<ViewVersion>, String> {
         let view = self
             .catalog
@@ -526,8 +533,8 @@ impl MatviewSession {
         if let Some(why) = &entry.definition.not_reproducible {
             return Err(format!("has a query that is not reproducible ({why})"));
         }
-        let settings = crate::refresh::plan::result_settings(state.config_options());
-        if settings != entry.definition.settings.clone().unwrap_or_default() {
+        let recorded = entry.definition.settings.as_ref();
+        if recorded.map_or(!settings.is_empty(), |recorded| recorded != settings) {
             return Err("was defined under result settings other than this session's".into());
         }
         Ok(view)

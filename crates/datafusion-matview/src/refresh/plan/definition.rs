@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use datafusion::common::Column;
-use datafusion::config::ConfigOptions;
+use datafusion::config::{ConfigField, ConfigOptions, Visit};
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 
@@ -39,7 +39,9 @@ pub(crate) fn with_defaults(mut state: SessionState, catalog: &str, schema: &str
 /// The settings of [`RESULT_SETTINGS`] in `options` that differ from
 /// DataFusion's defaults, for a new definition.
 pub(crate) fn result_settings(options: &ConfigOptions) -> BTreeMap<String, String> {
-    let defaults = setting_values(&ConfigOptions::default());
+    static DEFAULTS: std::sync::LazyLock<BTreeMap<String, Option<String>>> =
+        std::sync::LazyLock::new(|| setting_values(&ConfigOptions::default()));
+    let defaults = &*DEFAULTS;
     setting_values(options)
         .into_iter()
         .filter(|(key, value)| defaults.get(key) != Some(value))
@@ -48,12 +50,31 @@ pub(crate) fn result_settings(options: &ConfigOptions) -> BTreeMap<String, Strin
 }
 
 fn setting_values(options: &ConfigOptions) -> BTreeMap<String, Option<String>> {
+    /// The values of [`RESULT_SETTINGS`], as `ConfigOptions::entries`
+    /// shows them, without writing out every other setting.
+    struct Values(BTreeMap<String, Option<String>>);
+    impl Visit for Values {
+        fn some<V: std::fmt::Display>(&mut self, key: &str, value: V, _: &'static str) {
+            if RESULT_SETTINGS.contains(&key) {
+                self.0.insert(key.to_owned(), Some(value.to_string()));
+            }
+        }
+
+        fn none(&mut self, key: &str, _: &'static str) {
+            if RESULT_SETTINGS.contains(&key) {
+                self.0.insert(key.to_owned(), None);
+            }
+        }
+    }
+    // The namespaces they are in.
+    let mut values = Values(BTreeMap::new());
     options
-        .entries()
-        .into_iter()
-        .filter(|e| RESULT_SETTINGS.contains(&e.key.as_str()))
-        .map(|e| (e.key, e.value))
-        .collect()
+        .execution
+        .visit(&mut values, "datafusion.execution", "");
+    options
+        .sql_parser
+        .visit(&mut values, "datafusion.sql_parser", "");
+    values.0
 }
 
 /// Puts the settings of [`RESULT_SETTINGS`] as a definition recorded
@@ -156,4 +177,46 @@ pub(crate) async fn plan_definition(
         }
     }
     Ok((state, plan))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `ConfigOptions::entries` shows of the result settings.
+    fn from_entries(options: &ConfigOptions) -> BTreeMap<String, Option<String>> {
+        options
+            .entries()
+            .into_iter()
+            .filter(|e| RESULT_SETTINGS.contains(&e.key.as_str()))
+            .map(|e| (e.key, e.value))
+            .collect()
+    }
+
+    #[test]
+    fn result_settings_are_read_as_entries_shows_them() {
+        let mut options = ConfigOptions::default();
+        let values = setting_values(&options);
+        assert_eq!(values.len(), RESULT_SETTINGS.len(), "{values:?}");
+        assert_eq!(values, from_entries(&options));
+        assert!(result_settings(&options).is_empty());
+        options
+            .set("datafusion.execution.time_zone", "+01:00")
+            .unwrap();
+        options
+            .set("datafusion.sql_parser.dialect", "PostgreSQL")
+            .unwrap();
+        options
+            .set("datafusion.execution.parquet.binary_as_string", "true")
+            .unwrap();
+        assert_eq!(setting_values(&options), from_entries(&options));
+        assert_eq!(
+            result_settings(&options).keys().collect::<Vec<_>>(),
+            [
+                "datafusion.execution.parquet.binary_as_string",
+                "datafusion.execution.time_zone",
+                "datafusion.sql_parser.dialect",
+            ]
+        );
+    }
 }

@@ -1,0 +1,263 @@
+//! Fingerprints of files on the local file system: the store's e-tag
+//! and each file's status change time, and a listing of a directory
+//! that looks at each file once.
+
+use std::os::unix::fs::MetadataExt;
+
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore};
+
+use super::store_version;
+
+/// How `object_store` shows the local file system rooted at `/`, the
+/// store DataFusion registers for `file://` URLs.
+const ROOT_STORE: &str = "LocalFileSystem(file:///)";
+
+/// The versions of local files: the store's e-tag (inode, modification
+/// time, size) and the file's status change time, which no `touch -r`,
+/// `cp -p` or `rsync -t` can set back, so a file rewritten in place with
+/// its size and modification time restored is still seen as changed.
+/// A file whose size or modification time differs from its listing (it
+/// changed between the two looks, or the store is not the local file
+/// system at this path) gets an unknown version.
+pub(super) async fn versions(metas: &[ObjectMeta]) -> Vec<String> {
+    let looks: Vec<(String, u64, chrono::DateTime<chrono::Utc>, String)> = metas
+        .iter()
+        .map(|m| {
+            (
+                format!("/{}", m.location),
+                m.size,
+                m.last_modified,
+                store_version(m),
+            )
+        })
+        .collect();
+    let stat = move || {
+        looks
+            .into_iter()
+            .map(|(path, size, modified, version)| {
+                let Ok(metadata) = std::fs::metadata(&path) else {
+                    return String::new();
+                };
+                match modified_time(&metadata) {
+                    Some(mtime) if metadata.len() == size && mtime == modified => {
+                        format!("{version} ctime {}", change_time(&metadata))
+                    }
+                    _ => String::new(),
+                }
+            })
+            .collect()
+    };
+    tokio::task::spawn_blocking(stat)
+        .await
+        .unwrap_or_else(|_| vec![String::new(); metas.len()])
+}
+
+/// The files under directory `prefix` of `store`, each with its version
+/// (see [`versions`]), exactly as `store.list(Some(prefix))` followed by
+/// [`versions`] gives them, but from one look at each file: what the
+/// listing costs is then mostly one `stat` a file, where the store's
+/// listing and the second look take four.
+///
+/// `None` (list through the store instead) unless `store` is the local
+/// file system rooted at `/` and the directory holds only what this
+/// listing shows the same as the store: regular files and directories
+/// whose names are plain (letters, digits, `._-=+,@`; no name the store
+/// would encode, decode or skip), and no symbolic link, which the store
+/// follows with its own rules. So a directory this does not list as the
+/// store does is listed by the store.
+pub(super) async fn list_dir(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+) -> Option<Vec<(ObjectMeta, String)>> {
+    if store.to_string() != ROOT_STORE || !prefix.parts().all(|p| plain(p.as_ref())) {
+        return None;
+    }
+    let prefix = prefix.clone();
+    tokio::task::spawn_blocking(move || walk(&prefix))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The files under `prefix` and their versions; `None` at the first
+/// thing [`list_dir`] leaves to the store.
+fn walk(prefix: &Path) -> Option<Vec<(ObjectMeta, String)>> {
+    let mut out = vec![];
+    let mut dirs = vec![prefix.as_ref().to_owned()];
+    while let Some(dir) = dirs.pop() {
+        let entries = match std::fs::read_dir(format!("/{dir}")) {
+            Ok(entries) => entries,
+            // A directory that is not there lists nothing, as in the store.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(_) => return None,
+        };
+        for entry in entries {
+            let entry = entry.ok()?;
+            let name = entry.file_name().into_string().ok()?;
+            if !plain(&name) {
+                return None;
+            }
+            // The entry itself (a link is not followed), looked up from
+            // the directory read rather than from the root.
+            let metadata = match entry.metadata() {
+                Ok(metadata) => metadata,
+                // Removed since the directory was read: not listed.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(_) => return None,
+            };
+            if metadata.is_symlink() {
+                return None;
+            }
+            let location = if dir.is_empty() {
+                name
+            } else {
+                format!("{dir}/{name}")
+            };
+            if metadata.is_dir() {
+                dirs.push(location);
+            } else if metadata.is_file() {
+                let modified = modified_time(&metadata)?;
+                let e_tag = e_tag(&metadata);
+                let version = format!("{e_tag} ctime {}", change_time(&metadata));
+                let meta = ObjectMeta {
+                    location: Path::parse(&location).ok()?,
+                    last_modified: modified,
+                    size: metadata.len(),
+                    e_tag: Some(e_tag),
+                    version: None,
+                };
+                out.push((meta, version));
+            }
+        }
+    }
+    Some(out)
+}
+
+/// Whether a file or directory name reads the same as a part of a store
+/// path: not `.` or `..`, and only characters the store neither encodes
+/// nor treats specially (its listing skips `name#123`).
+fn plain(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-=+,@".contains(&b))
+}
+
+/// The e-tag the local store gives a file: inode, modification time in
+/// microseconds and size, in hexadecimal.
+fn e_tag(metadata: &std::fs::Metadata) -> String {
+    let mtime = metadata
+        .modified()
+        .ok()
+        .and_then(|m| m.duration_since(std::time::SystemTime::UNIX_EPOCH).ok())
+        .unwrap_or_default()
+        .as_micros();
+    format!("{:x}-{mtime:x}-{:x}", metadata.ino(), metadata.len())
+}
+
+fn modified_time(metadata: &std::fs::Metadata) -> Option<chrono::DateTime<chrono::Utc>> {
+    metadata.modified().ok().map(Into::into)
+}
+
+/// `seconds.nanoseconds` of the file's status change time.
+fn change_time(metadata: &std::fs::Metadata) -> String {
+    format!("{}.{:09}", metadata.ctime(), metadata.ctime_nsec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::TryStreamExt;
+    use object_store::local::LocalFileSystem;
+
+    /// The store's listing and the second look, as the fingerprint took
+    /// them before this listing.
+    async fn through_store(store: &LocalFileSystem, prefix: &Path) -> Vec<(ObjectMeta, String)> {
+        let metas: Vec<ObjectMeta> = store.list(Some(prefix)).try_collect().await.unwrap();
+        let versions = versions(&metas).await;
+        let mut out: Vec<_> = metas.into_iter().zip(versions).collect();
+        out.sort_by(|a, b| a.0.location.cmp(&b.0.location));
+        out
+    }
+
+    async fn in_one_look(
+        store: &LocalFileSystem,
+        prefix: &Path,
+    ) -> Option<Vec<(ObjectMeta, String)>> {
+        let mut out = list_dir(store, prefix).await?;
+        out.sort_by(|a, b| a.0.location.cmp(&b.0.location));
+        Some(out)
+    }
+
+    #[tokio::test]
+    async fn lists_a_directory_as_the_store_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("t");
+        std::fs::create_dir_all(root.join("day=2026-12-01/part=a")).unwrap();
+        std::fs::create_dir_all(root.join("empty")).unwrap();
+        std::fs::write(root.join("a.parquet"), b"one").unwrap();
+        std::fs::write(root.join(".hidden"), b"").unwrap();
+        std::fs::write(root.join("day=2026-12-01/part=a/b.parquet"), b"two!").unwrap();
+        std::fs::write(root.join("day=2026-12-01/c_d-e+f,g@h.csv"), b"3").unwrap();
+        let store = LocalFileSystem::new();
+        let prefix = Path::from_filesystem_path(&root).unwrap();
+        let listed = in_one_look(&store, &prefix)
+            .await
+            .expect("listed in one look");
+        assert_eq!(listed.len(), 4);
+        assert_eq!(listed, through_store(&store, &prefix).await);
+        // A directory that is not there lists nothing, as in the store.
+        let missing = Path::from_filesystem_path(dir.path())
+            .unwrap()
+            .join("missing");
+        assert_eq!(in_one_look(&store, &missing).await, Some(vec![]));
+        assert!(through_store(&store, &missing).await.is_empty());
+        // A file rewritten in place with its size and modification time
+        // put back still gets a new version (its status change time).
+        let file = root.join("a.parquet");
+        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(&file, b"eno").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        let again = in_one_look(&store, &prefix).await.unwrap();
+        let version = |listed: &[(ObjectMeta, String)]| {
+            let (meta, version) = listed
+                .iter()
+                .find(|(m, _)| m.location.as_ref().ends_with("t/a.parquet"))
+                .unwrap();
+            (meta.last_modified, meta.size, version.clone())
+        };
+        let (before, after) = (version(&listed), version(&again));
+        assert_eq!((before.0, before.1), (after.0, after.1));
+        assert_ne!(before.2, after.2);
+        assert_eq!(again, through_store(&store, &prefix).await);
+    }
+
+    #[tokio::test]
+    async fn leaves_to_the_store_what_it_would_show_otherwise() {
+        let store = LocalFileSystem::new();
+        for odd in ["with space.csv", "x#1", "caf\u{e9}.csv", "per%cent"] {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("plain.csv"), b"1").unwrap();
+            std::fs::write(dir.path().join(odd), b"1").unwrap();
+            let prefix = Path::from_filesystem_path(dir.path()).unwrap();
+            assert_eq!(in_one_look(&store, &prefix).await, None, "{odd}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), b"1").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a.csv"), dir.path().join("b.csv")).unwrap();
+        let prefix = Path::from_filesystem_path(dir.path()).unwrap();
+        assert_eq!(in_one_look(&store, &prefix).await, None, "a link");
+        // A store rooted elsewhere is listed by the store.
+        let rooted = LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        assert_eq!(list_dir(&rooted, &Path::from("")).await, None);
+    }
+}
