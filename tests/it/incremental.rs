@@ -108,6 +108,14 @@ const VIEWS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Views over the Hive partition column `shard`, chosen only when the
+/// table is partitioned: windows by it recompute the partitions a change
+/// touched.
+const PARTITIONED_VIEWS: &[(&str, &str)] = &[(
+    "windowed",
+    "SELECT shard, id, sum(val) OVER (PARTITION BY shard ORDER BY id) AS running, row_number() OVER (PARTITION BY shard ORDER BY id DESC) AS back FROM src WHERE val > 10",
+)];
+
 /// What the relations under the views are defined as, at one step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Definitions {
@@ -200,6 +208,7 @@ fn from_scratch(view: &str, definitions: Definitions) -> String {
         ),
         other => VIEWS
             .iter()
+            .chain(PARTITIONED_VIEWS)
             .find(|(n, _)| *n == other)
             .unwrap()
             .1
@@ -371,8 +380,21 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
     if chosen.is_empty() {
         chosen.push("filtered");
     }
+    if partitioned {
+        chosen.extend(
+            PARTITIONED_VIEWS
+                .iter()
+                .map(|(n, _)| *n)
+                .filter(|_| rng.below(2) == 0),
+        );
+    }
     for name in &chosen {
-        let query = VIEWS.iter().find(|(n, _)| n == name).unwrap().1;
+        let query = VIEWS
+            .iter()
+            .chain(PARTITIONED_VIEWS)
+            .find(|(n, _)| n == name)
+            .unwrap()
+            .1;
         s.sql(&format!("CREATE MATERIALIZED VIEW {name} AS {query}"))
             .await
             .unwrap();
@@ -662,6 +684,9 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
             "union_all",
             "joined",
             "left_joined",
+            // Appends, removals and rewrites in a partition: that
+            // partition recomputed.
+            "windowed",
         ] {
             assert!(
                 count(&format!("{view}:evicting")) > 0,

@@ -40,11 +40,15 @@
 //!   partials and applies the rest to their merge, on every change;
 //!   without partials it is recomputed.
 //!
+//! - **Windows by a partition of the files**: windows that all partition
+//!   by a Hive partition column of the table, over it row-wise: the
+//!   partitions a change touched are recomputed whole ([`windows`]).
+//!
 //! When several tables only gained files, a query multilinear in them
 //! (row-wise in each) is refreshed by the delta rule ([`several`]).
 //!
 //! Everything else recomputes the view, with the reason: other shapes
-//! (sort, limit, distinct, window, set operations, subqueries over the
+//! (sort, limit, distinct, other windows, set operations, subqueries over the
 //! changed table, a table joined with itself), files removed or rewritten
 //! in several changed tables or in one lineage does not follow, tables
 //! that are not file-backed, and
@@ -87,6 +91,7 @@ mod partials;
 mod pinned;
 mod several;
 mod shape;
+mod windows;
 
 use super::decide::{Change, Estimate};
 use super::reason::{FullReason, NotIncremental};
@@ -669,15 +674,22 @@ pub(crate) fn full(
         Shape::Rows => {
             if let Some((provider, table, files, most)) = single {
                 let name = table.to_string();
-                if let Ok(listing) = Files::of(provider, &name, catalog, runtime)
-                    && linear(&plan, provider, &name) == Ok(true)
-                {
-                    let parts = per_group(&plan, provider, &listing, groups(files, most))?;
-                    return Ok(Write {
-                        parts,
-                        lineage_of: Some(table.clone()),
-                        ..Default::default()
-                    });
+                if let Ok(listing) = Files::of(provider, &name, catalog, runtime) {
+                    // Row-wise: any groups; windows by partition: groups
+                    // of whole partitions.
+                    let groups = match linear(&plan, provider, &name) {
+                        Ok(true) => Some(groups(files, most)),
+                        _ => windows::window_keys(&plan, provider)
+                            .and_then(|keys| windows::partition_groups(files, most, &keys)),
+                    };
+                    if let Some(groups) = groups {
+                        let parts = per_group(&plan, provider, &listing, groups)?;
+                        return Ok(Write {
+                            parts,
+                            lineage_of: Some(table.clone()),
+                            ..Default::default()
+                        });
+                    }
                 }
             }
         }
@@ -914,15 +926,20 @@ pub(crate) fn choose(
             })
         }
         Shape::Rows => {
-            match linear(plan, provider, source) {
-                Ok(true) => {}
+            // Row-wise, or windows by a partition column (see [`windows`]).
+            let by_partition = match linear(plan, provider, source) {
+                Ok(true) => None,
                 Ok(false) => return Ok(Strategy::Full(not_found(source))),
-                Err(why) => return Ok(Strategy::Full(why.into())),
-            }
+                Err(why) => match windows::window_keys(plan, provider) {
+                    Some(keys) => Some(keys),
+                    None => return Ok(Strategy::Full(why.into())),
+                },
+            };
             if nothing {
                 return unchanged();
             }
-            if !changed.is_empty() {
+            // An append to a partition recomputes it too.
+            if !changed.is_empty() || by_partition.is_some() {
                 if !lineage_table {
                     return Ok(Strategy::Full(not_lineage(what)));
                 }
@@ -930,17 +947,35 @@ pub(crate) fn choose(
                     return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
                 }
             }
-            // Evict what was computed from changed files; read again
-            // what those data files also covered, and the new files.
-            let (evicted, keep) = computed_from(&snapshot.files, &changed);
-            let read: BTreeSet<&str> = evicted
-                .iter()
-                .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
-                .chain(changed.iter().copied())
-                .filter(|p| after.contains_key(p))
-                .chain(added.iter().copied())
-                .collect();
-            let read_bytes = size_of(&mut read.iter().copied());
+            let (evicted, keep, read, partitions) = match &by_partition {
+                None => {
+                    // Evict what was computed from changed files; read
+                    // again what those data files also covered, and the
+                    // new files.
+                    let (evicted, keep) = computed_from(&snapshot.files, &changed);
+                    let read: BTreeSet<&str> = evicted
+                        .iter()
+                        .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
+                        .chain(changed.iter().copied())
+                        .filter(|p| after.contains_key(p))
+                        .chain(added.iter().copied())
+                        .collect();
+                    let read: Vec<String> = read.into_iter().map(str::to_owned).collect();
+                    (evicted, keep, read, None)
+                }
+                Some(keys) => {
+                    match windows::recomputed(&snapshot.files, keys, &changed, &added, &after) {
+                        Some((evicted, keep, read, n)) => (evicted, keep, read, Some((keys, n))),
+                        None => {
+                            return Ok(Strategy::Full(FullReason::PartitionNotInPath {
+                                change: what,
+                                columns: keys.join(", "),
+                            }));
+                        }
+                    }
+                }
+            };
+            let read_bytes = size_of(&mut read.iter().map(String::as_str));
             // Row-wise: the rows written are those of what is read.
             let estimate = Estimate {
                 read: read_bytes,
@@ -955,7 +990,6 @@ pub(crate) fn choose(
                     estimate,
                 }));
             }
-            let read: Vec<String> = read.into_iter().map(str::to_owned).collect();
             let parts = if read.is_empty() {
                 vec![]
             } else {
@@ -965,7 +999,15 @@ pub(crate) fn choose(
                 }]
             };
             let evicted_rows: u64 = evicted.iter().map(|f| f.rows).sum();
-            let detail = if evicted.is_empty() {
+            let detail = if let Some((keys, n)) = partitions {
+                format!(
+                    "{what}; recomputed {n} partition(s) of {}: evicted {} data file(s) \
+                     ({evicted_rows} rows), read {} source file(s)",
+                    keys.join(", "),
+                    evicted.len(),
+                    read.len()
+                )
+            } else if evicted.is_empty() {
                 format!("{what}; read the new files alone")
             } else {
                 format!(

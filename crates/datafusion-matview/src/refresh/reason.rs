@@ -211,6 +211,15 @@ pub(crate) enum FullReason {
         /// What changed.
         change: String,
     },
+    /// A view computed by partition (its windows partition by these
+    /// columns of the table's Hive partitions), and a file whose path
+    /// does not show its partition.
+    PartitionNotInPath {
+        /// What changed.
+        change: String,
+        /// The partition columns.
+        columns: String,
+    },
     /// No file of the table is left.
     NothingLeft {
         /// What changed.
@@ -283,6 +292,10 @@ impl fmt::Display for FullReason {
                 )
             }
             Self::NoLineage { change } => write!(f, "{change}; the current data has no lineage"),
+            Self::PartitionNotInPath { change, columns } => write!(
+                f,
+                "{change}; a file's path does not show its partition of {columns}"
+            ),
             Self::NothingLeft { change } => write!(f, "{change}; no file of it is left"),
             Self::PartialsFragmented { change, pieces } => write!(
                 f,
