@@ -267,7 +267,7 @@ impl<'a> Fingerprinter<'a> {
                 false => None,
             };
             #[cfg(not(unix))]
-            let in_one_look = None;
+            let in_one_look: Option<Vec<(ObjectMeta, String)>> = None;
             let listed: Vec<(ObjectMeta, String)> = match in_one_look {
                 Some(listed) => listed.into_iter().filter(|(meta, _)| keep(meta)).collect(),
                 None => {
