@@ -156,7 +156,8 @@ async fn which_aggregates_merge() {
     }
 }
 
-fn file(path: &str, size: u64) -> FileFingerprint {
+/// A source file of `size` bytes at `path`.
+pub(super) fn file(path: &str, size: u64) -> FileFingerprint {
     FileFingerprint {
         path: path.into(),
         size,

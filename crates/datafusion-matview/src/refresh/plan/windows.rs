@@ -223,14 +223,7 @@ pub(super) fn recomputed<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn file(path: &str, size: u64) -> FileFingerprint {
-        FileFingerprint {
-            path: path.into(),
-            size,
-            version: "1".into(),
-        }
-    }
+    use crate::refresh::plan::tests::file;
 
     #[test]
     fn groups_hold_whole_partitions() {
