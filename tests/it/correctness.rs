@@ -1091,13 +1091,7 @@ async fn a_file_rewritten_in_place_with_its_mtime_restored_is_a_change() {
     let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(20));
     // Same size, same inode, other rows; then the old mtime.
-    std::fs::write(&file, "n\n7\n8\n9\n").unwrap();
-    std::fs::File::options()
-        .write(true)
-        .open(&file)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    datafusion_matview_testing::rewrite_in_place(&file, "n\n7\n8\n9\n");
     assert_eq!(
         std::fs::metadata(&file).unwrap().modified().unwrap(),
         modified

@@ -476,14 +476,7 @@ async fn sequence(seed: u64, steps: usize) {
                 let file = &files[rng.below(files.len() as u64) as usize];
                 let old = std::fs::read_to_string(file).unwrap();
                 let rows = old.lines().count() as u64 - 1;
-                let modified = std::fs::metadata(file).unwrap().modified().unwrap();
-                std::fs::write(file, numbers(&mut rng, rows)).unwrap();
-                std::fs::File::options()
-                    .write(true)
-                    .open(file)
-                    .unwrap()
-                    .set_modified(modified)
-                    .unwrap();
+                datafusion_matview_testing::rewrite_in_place(file, numbers(&mut rng, rows));
                 log.push(format!("rewrite {} in place", file.display()));
             }
             4 => {

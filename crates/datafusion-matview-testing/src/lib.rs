@@ -11,6 +11,9 @@
 //! let store = InstrumentedStore::new(Arc::new(object_store::memory::InMemory::new()));
 //! store.set_fault(Some(Fault { at_write: 3, after: false, action: FaultAction::Error }));
 //! ```
+//!
+//! Also [`rewrite_in_place`], the change to a source file that only a
+//! file's status change time shows.
 
 use std::fmt;
 use std::ops::Range;
@@ -514,6 +517,20 @@ impl ObjectStore for InstrumentedStore {
         self.inner.rename_opts(from, to, options).await?;
         self.shared.after_write(n, to)
     }
+}
+
+/// Writes `contents` over the file at `path` in place (same inode), then
+/// puts its modification time back: with the same size, only the file's
+/// status change time shows that it changed. Panics on I/O errors.
+pub fn rewrite_in_place(path: &std::path::Path, contents: impl AsRef<[u8]>) {
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    std::fs::write(path, contents).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub(super) async fn versions(metas: &[ObjectMeta]) -> Vec<String> {
                 };
                 match modified_time(&metadata) {
                     Some(mtime) if metadata.len() == size && mtime == modified => {
-                        format!("{version} ctime {}", change_time(&metadata))
+                        with_change_time(&version, &metadata)
                     }
                     _ => String::new(),
                 }
@@ -119,7 +119,7 @@ fn walk(prefix: &Path) -> Option<Vec<(ObjectMeta, String)>> {
             } else if metadata.is_file() {
                 let modified = modified_time(&metadata)?;
                 let e_tag = e_tag(&metadata);
-                let version = format!("{e_tag} ctime {}", change_time(&metadata));
+                let version = with_change_time(&e_tag, &metadata);
                 let meta = ObjectMeta {
                     location: Path::parse(&location).ok()?,
                     last_modified: modified,
@@ -162,9 +162,15 @@ fn modified_time(metadata: &std::fs::Metadata) -> Option<chrono::DateTime<chrono
     metadata.modified().ok().map(Into::into)
 }
 
-/// `seconds.nanoseconds` of the file's status change time.
-fn change_time(metadata: &std::fs::Metadata) -> String {
-    format!("{}.{:09}", metadata.ctime(), metadata.ctime_nsec())
+/// A local file's version: the store's `version` of it (its e-tag) and
+/// `seconds.nanoseconds` of its status change time, the same for both
+/// ways of listing.
+fn with_change_time(version: &str, metadata: &std::fs::Metadata) -> String {
+    format!(
+        "{version} ctime {}.{:09}",
+        metadata.ctime(),
+        metadata.ctime_nsec()
+    )
 }
 
 #[cfg(test)]
@@ -217,16 +223,8 @@ mod tests {
         assert!(through_store(&store, &missing).await.is_empty());
         // A file rewritten in place with its size and modification time
         // put back still gets a new version (its status change time).
-        let file = root.join("a.parquet");
-        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        std::fs::write(&file, b"eno").unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&file)
-            .unwrap()
-            .set_modified(modified)
-            .unwrap();
+        datafusion_matview_testing::rewrite_in_place(&root.join("a.parquet"), b"eno");
         let again = in_one_look(&store, &prefix).await.unwrap();
         let version = |listed: &[(ObjectMeta, String)]| {
             let (meta, version) = listed

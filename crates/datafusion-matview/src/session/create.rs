@@ -267,7 +267,7 @@ impl MatviewSession {
             .map_err(Error::InvalidOption)?;
         let display = self.display(&name);
         // The query is planned over the files there now.
-        crate::refresh::plan::forget_listings(&self.ctx.state());
+        crate::refresh::plan::forget_listings(&self.ctx.state_ref().read());
         let index = self.catalog.reload().await?;
         let replaced = index.view(&name).map(|e| e.id.clone());
         match self.kind_of(&index, &name).await? {
@@ -368,7 +368,7 @@ impl MatviewSession {
                 sources: sources.into_iter().collect(),
                 not_reproducible: not_reproducible(&plan, self.options.trust_user_functions),
                 settings: Some(crate::refresh::plan::result_settings(
-                    self.ctx.state().config().options(),
+                    self.ctx.state_ref().read().config().options(),
                 )),
             },
             created_at: chrono::Utc::now(),

@@ -389,7 +389,7 @@ impl MatviewSession {
         let display = self.display(name);
         // Sources are looked up (a table found by path infers its schema
         // from a listing) from the files there now.
-        plan::forget_listings(&self.ctx.state());
+        plan::forget_listings(&self.ctx.state_ref().read());
         let Some(view_state) = self.catalog.view_in(base, name).await? else {
             return Err(match self.kind_of(base, name).await? {
                 Some(_) => Error::WrongObjectType {
