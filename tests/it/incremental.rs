@@ -12,9 +12,12 @@
 //!
 //! A third of the refreshes ask for `INCREMENTAL` (and all after src and the
 //! joined `dim` both gained files), so plans the cost rule turns down are
-//! checked too. `cargo test --test it incremental::` runs 60 sequences of 8 steps; the long
-//! version: `DFMV_DIFF_SEQUENCES=10000 cargo test --release --test incremental -- --nocapture`.
-//! A failure prints the seed; `DFMV_DIFF_SEED=<seed>` replays that sequence,
+//! checked too. `cargo test --test it incremental::` runs 60 sequences of 8
+//! steps; `DFMV_DIFF_SEQUENCES` and `DFMV_DIFF_STEPS` set how many. The long
+//! version, as the README reports it:
+//! `DFMV_DIFF_SEQUENCES=10000 DFMV_DIFF_STEPS=10 cargo test --release --test it incremental:: -- --nocapture`.
+//! A failure prints the seed and steps; `DFMV_DIFF_SEED=<seed>` (with the
+//! same `DFMV_DIFF_STEPS`) replays that sequence,
 //! and `DFMV_DIFF_TRACE=1` (with `--nocapture`) prints every refresh's mode
 //! and detail.
 
@@ -291,10 +294,10 @@ pub(crate) fn csv(rng: &mut Rng, first_id: u64, rows: u64) -> String {
     text
 }
 
-/// One sequence; returns how often each mode was chosen.
 /// How often each refresh mode was chosen.
 type ModeCounts = BTreeMap<String, usize>;
 
+/// One sequence; returns how often each mode was chosen.
 async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
     let mut modes = BTreeMap::new();
     let mut rng = Rng(seed | 1);
@@ -424,14 +427,23 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
             2 if files.len() > 1 => {
                 let name = files.remove(rng.below(files.len() as u64) as usize);
                 std::fs::remove_file(src.join(&name)).unwrap();
-                format!("delete {name}")
+                // Now and then dim gains a file at the same time.
+                if rng.below(3) == 0 {
+                    format!("delete {name} and dim/{}", dim_rows(&mut rng))
+                } else {
+                    format!("delete {name}")
+                }
             }
             3 if !files.is_empty() => {
                 let name = files[rng.below(files.len() as u64) as usize].clone();
                 let rows = 1 + rng.below(30);
                 put(&name, csv(&mut rng, next_id, rows));
                 next_id += rows;
-                format!("rewrite {name}")
+                if rng.below(3) == 0 {
+                    format!("rewrite {name} and dim/{}", dim_rows(&mut rng))
+                } else {
+                    format!("rewrite {name}")
+                }
             }
             4 => {
                 let name = file_name(next_file);
@@ -567,6 +579,16 @@ async fn sequence(seed: u64, steps: usize) -> Result<ModeCounts, String> {
                 mode.clone()
             };
             *modes.entry(format!("{name}:{kind}")).or_default() += 1;
+            // src lost or rewrote a file while dim gained one: evicting by
+            // src's lineage, with dim's new rows added per lineage group.
+            if kind == "evicting" && change.contains(" and dim/") {
+                *modes
+                    .entry(format!("{name}:evicting_with_dim"))
+                    .or_default() += 1;
+            }
+            if detail.contains("has no lineage") {
+                *modes.entry(format!("{name}:lineage_lost")).or_default() += 1;
+            }
             if partitioned {
                 *modes.entry(format!("partitioned:{kind}")).or_default() += 1;
             }
@@ -606,6 +628,10 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(60);
+    let steps: usize = std::env::var("DFMV_DIFF_STEPS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(8);
     let seeds: Vec<u64> = match std::env::var("DFMV_DIFF_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -621,25 +647,34 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
                 .collect()
         }
     };
-    // Two sequences at a time: each has its own folder and catalog.
-    let results: Vec<(u64, Result<ModeCounts, String>)> = futures::stream::iter(seeds.clone())
-        .map(|seed| async move { (seed, tokio::spawn(sequence(seed, 8)).await.unwrap()) })
-        .buffer_unordered(2)
-        .collect()
-        .await;
+    // Two sequences at a time: each has its own folder and catalog. The
+    // first failure stops the run; a long run reports its progress.
+    let mut results = futures::stream::iter(seeds.clone())
+        .map(|seed| async move { (seed, tokio::spawn(sequence(seed, steps)).await.unwrap()) })
+        .buffer_unordered(2);
     let mut modes: BTreeMap<String, usize> = BTreeMap::new();
-    for (seed, result) in results {
+    let started = std::time::Instant::now();
+    let mut done = 0;
+    while let Some((seed, result)) = results.next().await {
         match result {
             Ok(counts) => {
                 for (mode, n) in counts {
                     *modes.entry(mode).or_default() += n;
                 }
             }
-            Err(e) => panic!("DFMV_DIFF_SEED={seed}: {e}"),
+            Err(e) => panic!("DFMV_DIFF_SEED={seed} DFMV_DIFF_STEPS={steps}: {e}"),
+        }
+        done += 1;
+        if done % 500 == 0 {
+            println!(
+                "{done} of {} sequences passed in {:.0?}",
+                seeds.len(),
+                started.elapsed()
+            );
         }
     }
     println!(
-        "{} sequences; refreshes per view and mode: {modes:?}",
+        "{} sequences of {steps} steps; refreshes per view and mode: {modes:?}",
         seeds.len()
     );
     if seeds.len() >= 50 {
@@ -693,6 +728,17 @@ async fn refresh_always_equals_the_query_run_from_scratch() {
                 "{view} never evicted: {modes:?}"
             );
         }
+        // A removal or rewrite in src while dim gained a file: src's
+        // lineage evicts, and dim's new rows join each kept group. (The
+        // left join's dim side is not row-wise: its appends recompute.)
+        assert!(
+            count("joined:evicting_with_dim") > 0,
+            "joined never evicted as dim gained a file: {modes:?}"
+        );
+        // Nor does an append to dim, alone or with src, leave data files
+        // without lineage that a later change to src would have to
+        // recompute the view for.
+        assert_eq!(count("joined:lineage_lost"), 0, "{modes:?}");
         // Appends to both src and dim, joined: the delta rule.
         for view in ["joined", "joined_grouped"] {
             assert!(

@@ -45,7 +45,10 @@
 //!   partitions a change touched are recomputed whole ([`windows`]).
 //!
 //! When several tables only gained files, a query multilinear in them
-//! (row-wise in each) is refreshed by the delta rule ([`several`]).
+//! (row-wise in each) is refreshed by the delta rule ([`several`]). A
+//! row-wise view whose lineage follows one table keeps it when other
+//! tables gained files, whatever that table's change: eviction for it,
+//! and the delta rule over each of its lineage groups ([`lineage`]).
 //!
 //! Everything else recomputes the view, with the reason: other shapes
 //! (sort, limit, distinct, other windows, set operations, subqueries over the
@@ -87,6 +90,7 @@ use crate::spec::{
 use crate::table::{MaterializedViewTable, SnapshotTable};
 
 mod definition;
+mod lineage;
 mod partials;
 mod pinned;
 mod several;
@@ -98,6 +102,7 @@ use super::reason::{FullReason, NotIncremental};
 pub(crate) use definition::{
     forget_listings, plan_definition, rename_columns, result_settings, state_for, with_defaults,
 };
+pub(crate) use lineage::{Followed, by_lineage};
 pub(crate) use partials::Partials;
 use partials::{Delta, from_partials, full_partials};
 pub(crate) use several::{Changed, choose_several};

@@ -549,6 +549,12 @@ impl MatviewSession {
         pinned: &PinnedSources,
         force: bool,
     ) -> Result<Strategy> {
+        if let Some(strategy) = self
+            .by_lineage(plan, shape, snapshot, diff, pinned, force)
+            .await?
+        {
+            return Ok(strategy);
+        }
         let change = match decide::changed_table(diff, |n| self.display(n)) {
             Ok(change) => change,
             Err(FullReason::SeveralChanged { .. }) => {
@@ -558,7 +564,7 @@ impl MatviewSession {
             }
             Err(why) => return Ok(Strategy::Full(why)),
         };
-        let (source, provider) = match self.changed_source(&change, pinned).await? {
+        let (source, provider) = match self.source_of(&change.name, pinned).await? {
             Ok(found) => found,
             Err(why) => return Ok(Strategy::Full(why)),
         };
@@ -575,18 +581,75 @@ impl MatviewSession {
         )
     }
 
-    /// The changed table's name as messages show it and the provider a
-    /// refresh reads it through, or why it is not a table of the session.
-    async fn changed_source(
+    /// Table `name` as messages show it and the provider a refresh reads
+    /// it through, or why it is not a table of the session.
+    async fn source_of(
         &self,
-        change: &decide::Change<'_>,
+        name: &QualifiedName,
         pinned: &PinnedSources,
     ) -> Result<std::result::Result<(String, Arc<dyn TableProvider>), FullReason>> {
-        let source = self.display(&change.name);
-        Ok(match self.source_provider(&change.name, pinned).await? {
+        let source = self.display(name);
+        Ok(match self.source_provider(name, pinned).await? {
             Some(provider) => Ok((source, provider)),
             None => Err(FullReason::NotATable { relation: source }),
         })
+    }
+
+    /// How to refresh a row-wise view whose lineage follows one table
+    /// after other tables gained files, keeping its lineage (see
+    /// [`plan::by_lineage`]); `None` when that does not apply, or only the
+    /// table lineage follows changed.
+    async fn by_lineage(
+        &self,
+        plan: &LogicalPlan,
+        shape: &Shape,
+        snapshot: &Snapshot,
+        diff: &Diff<'_>,
+        pinned: &PinnedSources,
+        force: bool,
+    ) -> Result<Option<Strategy>> {
+        let (Shape::Rows, Some(table)) = (shape, &snapshot.lineage_of) else {
+            return Ok(None);
+        };
+        if !diff.changed_tables().iter().any(|n| *n != table) {
+            return Ok(None);
+        }
+        let Ok(changes) = decide::changed_tables(diff, |n| self.display(n)) else {
+            return Ok(None);
+        };
+        let files = match diff.table(table).1 {
+            Some(Fingerprint::Files { files, .. } | Fingerprint::Snapshot { files, .. }) => files,
+            _ => return Ok(None),
+        };
+        let Ok((source, provider)) = self.source_of(table, pinned).await? else {
+            return Ok(None);
+        };
+        let mut others = Vec::with_capacity(changes.len());
+        for change in changes.iter().filter(|c| c.name != *table) {
+            let Ok((source, provider)) = self.source_of(&change.name, pinned).await? else {
+                return Ok(None);
+            };
+            others.push(plan::Changed {
+                change,
+                source,
+                provider,
+            });
+        }
+        let followed = plan::Followed {
+            source,
+            provider,
+            change: changes.iter().find(|c| c.name == *table),
+            files,
+        };
+        plan::by_lineage(
+            plan,
+            snapshot,
+            &followed,
+            &others,
+            &self.catalog,
+            self.pinning_runtime().as_ref(),
+            force,
+        )
     }
 
     /// How to refresh a view after several tables changed (see
@@ -606,7 +669,7 @@ impl MatviewSession {
         };
         let mut changed = Vec::with_capacity(changes.len());
         for change in &changes {
-            let (source, provider) = match self.changed_source(change, pinned).await? {
+            let (source, provider) = match self.source_of(&change.name, pinned).await? {
                 Ok(found) => found,
                 Err(why) => return Ok(Strategy::Full(why)),
             };
