@@ -46,9 +46,10 @@
 //!
 //! When several tables only gained files, a query multilinear in them
 //! (row-wise in each) is refreshed by the delta rule ([`several`]). A
-//! row-wise view whose lineage follows one table keeps it when other
-//! tables gained files, whatever that table's change: eviction for it,
-//! and the delta rule over each of its lineage groups ([`lineage`]).
+//! view whose lineage follows one table (row-wise, or an aggregate with
+//! partials) keeps it when other tables gained files, whatever that
+//! table's change: eviction for it, and the delta rule over each of its
+//! lineage groups ([`lineage`]).
 //!
 //! Everything else recomputes the view, with the reason: other shapes
 //! (sort, limit, distinct, other windows, set operations, subqueries over the

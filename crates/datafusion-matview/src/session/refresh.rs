@@ -595,8 +595,8 @@ impl MatviewSession {
         })
     }
 
-    /// How to refresh a row-wise view whose lineage follows one table
-    /// after other tables gained files, keeping its lineage (see
+    /// How to refresh a view whose lineage follows one table after other
+    /// tables gained files, keeping its lineage (see
     /// [`plan::by_lineage`]); `None` when that does not apply, or only the
     /// table lineage follows changed.
     async fn by_lineage(
@@ -608,7 +608,7 @@ impl MatviewSession {
         pinned: &PinnedSources,
         force: bool,
     ) -> Result<Option<Strategy>> {
-        let (Shape::Rows, Some(table)) = (shape, &snapshot.lineage_of) else {
+        let Some(table) = &snapshot.lineage_of else {
             return Ok(None);
         };
         if !diff.changed_tables().iter().any(|n| *n != table) {
@@ -643,6 +643,7 @@ impl MatviewSession {
         };
         plan::by_lineage(
             plan,
+            shape,
             snapshot,
             &followed,
             &others,

@@ -30,6 +30,19 @@ pub(crate) struct MergeInto {
 }
 
 impl MergeInto {
+    /// The new partials merged with `with` into `aggregation`'s data.
+    pub(super) fn new(
+        with: Vec<DataFile>,
+        aggregation: &shape::Aggregation,
+        catalog: &Arc<Catalog>,
+    ) -> Self {
+        MergeInto {
+            with,
+            aggregation: aggregation.clone(),
+            catalog: Arc::clone(catalog),
+        }
+    }
+
     /// How many stored files the new partials are merged with.
     pub(crate) fn merged_with(&self) -> usize {
         self.with.len()
@@ -161,7 +174,7 @@ fn union_all(inputs: Vec<LogicalPlan>) -> Result<LogicalPlan> {
 /// Most partial aggregates a snapshot keeps: appends add one each, and
 /// merging them all costs more with every one; beyond this a full refresh
 /// regroups them.
-const MAX_PARTIALS: usize = 4 * LINEAGE_GROUPS;
+pub(super) const MAX_PARTIALS: usize = 4 * LINEAGE_GROUPS;
 
 /// Partial aggregates this small are always kept: writing them costs
 /// little next to any query worth materializing.
@@ -241,7 +254,9 @@ pub(super) struct Delta<'a> {
 /// The groups of source files `partials` were computed from, each once:
 /// one partial may be in several files, each with the partial's lineage
 /// (every partial has one: [`from_partials`] checks that first).
-fn lineages<'a>(partials: impl IntoIterator<Item = &'a DataFile>) -> BTreeSet<&'a [String]> {
+pub(super) fn lineages<'a>(
+    partials: impl IntoIterator<Item = &'a DataFile>,
+) -> BTreeSet<&'a [String]> {
     partials
         .into_iter()
         .map(|f| f.lineage.as_deref().unwrap_or_default())
