@@ -616,3 +616,65 @@ impl Held<'_, '_, '_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, size: u64, version: &str) -> FileFingerprint {
+        FileFingerprint {
+            path: path.into(),
+            size,
+            version: version.into(),
+        }
+    }
+
+    /// The followed table's change, and its files no stored piece records:
+    /// neither a kept group's nor read again, and not empty.
+    #[test]
+    fn files_no_piece_records_are_a_group() {
+        let before = [file("a", 10, "1"), file("b", 10, "1"), file("c", 10, "1")];
+        let after = [
+            file("a", 10, "1"),
+            file("b", 12, "2"),
+            file("c", 10, "1"),
+            file("d", 5, "1"),
+            file("e", 0, "1"),
+        ];
+        let change = Change {
+            name: QualifiedName::new("c", "s", "t"),
+            before: &before,
+            after: &after,
+            only_source: false,
+        };
+        let followed = Followed {
+            source: "t".into(),
+            provider: Arc::new(EmptyTable::new(Arc::new(
+                datafusion::arrow::datatypes::Schema::empty(),
+            ))),
+            change: Some(&change),
+            files: &after,
+        };
+        let a = FollowedChange::of(&followed);
+        assert_eq!(a.changed, BTreeSet::from(["b"]));
+        assert_eq!(a.added, vec!["d"]);
+        // The empty file holds no rows: it is not there.
+        assert_eq!(a.after.len(), 4);
+        assert_eq!(a.bytes(&mut ["a", "b", "e"].into_iter()), 22);
+        // `a` is in a kept group, `b` and `d` are read again: `c` is left.
+        assert_eq!(
+            a.uncovered(["a"].into_iter(), ["b", "d"].into_iter()),
+            vec!["c".to_owned()]
+        );
+        // Unchanged: its files now, nothing changed.
+        let unchanged = FollowedChange::of(&Followed {
+            change: None,
+            ..followed
+        });
+        assert!(unchanged.changed.is_empty() && unchanged.added.is_empty());
+        assert_eq!(
+            unchanged.uncovered(["a", "b"].into_iter(), std::iter::empty()),
+            vec!["c".to_owned(), "d".to_owned()]
+        );
+    }
+}
