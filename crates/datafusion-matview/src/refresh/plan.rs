@@ -745,6 +745,46 @@ impl<'a> FileChanges<'a> {
             added,
         }
     }
+
+    /// The paths of the files that hold rows now.
+    pub(crate) fn now(&self) -> Vec<String> {
+        self.after.keys().map(|p| p.to_string()).collect()
+    }
+
+    /// The paths of the files that held rows then, when files were only
+    /// appended: those now less the new ones.
+    pub(crate) fn then(&self) -> Vec<String> {
+        self.after
+            .keys()
+            .filter(|p| !self.added.contains(p))
+            .map(|p| p.to_string())
+            .collect()
+    }
+}
+
+/// Only empty files came or went in `tables` (of `total` bytes): the same
+/// rows as last time, so a view that can be refreshed incrementally keeps
+/// its data and partials as they are.
+fn unchanged(snapshot: &Snapshot, tables: &str, total: u64) -> Strategy {
+    Strategy::Incremental {
+        write: Box::new(Write {
+            keep: snapshot.files.clone(),
+            state_columns: snapshot.state_columns.clone(),
+            input_bytes: Some(0),
+            partials: Partials {
+                keep: snapshot.partials.clone(),
+                ..Default::default()
+            },
+            lineage_of: snapshot.lineage_of.clone(),
+            ..Default::default()
+        }),
+        detail: format!("{tables}: only empty files changed; nothing to recompute"),
+        estimate: Estimate {
+            total,
+            view: snapshot.size_bytes,
+            ..Default::default()
+        },
+    }
 }
 
 /// Why a refresh cannot compute only what changed in `source` when the
@@ -793,28 +833,12 @@ pub(crate) fn choose(
             what.push(format!("{n} file(s) {verb}"));
         }
     }
-    // Only empty files came or went: the same rows as last time, so a
-    // shape that can be refreshed incrementally keeps its data as it is.
     let unchanged = || {
-        Ok(Strategy::Incremental {
-            write: Box::new(Write {
-                keep: snapshot.files.clone(),
-                state_columns: snapshot.state_columns.clone(),
-                input_bytes: Some(0),
-                partials: Partials {
-                    keep: snapshot.partials.clone(),
-                    ..Default::default()
-                },
-                lineage_of: snapshot.lineage_of.clone(),
-                ..Default::default()
-            }),
-            detail: format!("{source}: only empty files changed; nothing to recompute"),
-            estimate: Estimate {
-                total: after.values().map(|f| f.size).sum(),
-                view: snapshot.size_bytes,
-                ..Default::default()
-            },
-        })
+        Ok(unchanged(
+            snapshot,
+            source,
+            after.values().map(|f| f.size).sum(),
+        ))
     };
     let nothing = what.is_empty();
     let what = format!("{source}: {}", what.join(", "));

@@ -33,7 +33,7 @@
 //! it for a large view after small appends; `REFRESH ... INCREMENTAL` runs
 //! it anyway.
 
-use super::partials::{MAX_PARTIALS, MergeInto, lineages};
+use super::partials::{MAX_PARTIALS, MergeInto, Regroup, done, lineages};
 use super::*;
 
 /// The table lineage follows, as a refresh reads it.
@@ -76,20 +76,8 @@ impl<'a, 'b> Appended<'a, 'b> {
             readable.push(Files::of(&c.provider, &c.source, catalog, runtime)?);
             files.push(f);
         }
-        let now = files
-            .iter()
-            .map(|f| f.after.keys().map(|p| p.to_string()).collect())
-            .collect();
-        let then = files
-            .iter()
-            .map(|f| {
-                f.after
-                    .keys()
-                    .filter(|p| !f.added.contains(p))
-                    .map(|p| p.to_string())
-                    .collect()
-            })
-            .collect();
+        let now = files.iter().map(FileChanges::now).collect();
+        let then = files.iter().map(FileChanges::then).collect();
         Ok(Some(Appended {
             tables,
             readable,
@@ -282,26 +270,12 @@ pub(crate) fn by_lineage(
         }
     }
     if what.is_empty() {
-        // Only empty files came or went: the same rows as last time.
-        return Ok(Some(Strategy::Incremental {
-            write: Box::new(Write {
-                keep: snapshot.files.clone(),
-                state_columns: snapshot.state_columns.clone(),
-                input_bytes: Some(0),
-                partials: Partials {
-                    keep: snapshot.partials.clone(),
-                    ..Default::default()
-                },
-                lineage_of: snapshot.lineage_of.clone(),
-                ..Default::default()
-            }),
-            detail: "only empty files changed; nothing to recompute".into(),
-            estimate: Estimate {
-                total: a.bytes(&mut a.after.keys().copied()) + appended.bytes_now(),
-                view: snapshot.size_bytes,
-                ..Default::default()
-            },
-        }));
+        let tables: Vec<&str> = providers.iter().map(|(_, name)| *name).collect();
+        return Ok(Some(unchanged(
+            snapshot,
+            &tables.join(" and "),
+            a.bytes(&mut a.after.keys().copied()) + appended.bytes_now(),
+        )));
     }
     what.sort_by(|x, y| x.split(": ").next().cmp(&y.split(": ").next()));
     let what = what.join(", ");
@@ -344,6 +318,16 @@ impl Held<'_, '_, '_> {
             })
             .collect();
         Ok((parts, read))
+    }
+
+    /// `terms` of the delta rule over `groups` groups, in words.
+    fn terms_done(&self, terms: usize, groups: usize) -> Option<String> {
+        (terms > 0).then(|| {
+            format!(
+                "{terms} term(s) of the delta rule, over each of {groups} lineage group(s) of {}",
+                self.followed.source
+            )
+        })
     }
 
     /// A row-wise view: the data files computed from changed files of `A`
@@ -441,13 +425,7 @@ impl Held<'_, '_, '_> {
                 self.followed.source
             ));
         }
-        if terms > 0 {
-            how.push(format!(
-                "{terms} term(s) of the delta rule, over each of {} lineage group(s) of {}",
-                groups.len(),
-                self.followed.source
-            ));
-        }
+        how.extend(self.terms_done(terms, groups.len()));
         let evicted: BTreeSet<&str> = evicted.iter().map(|f| f.path.as_str()).collect();
         Ok(Strategy::Incremental {
             write: Box::new(Write {
@@ -482,40 +460,14 @@ impl Held<'_, '_, '_> {
     ) -> Result<Strategy> {
         let a = self.a;
         let plan = &aggregation.plan;
-        let (evicted, kept) = computed_from(&snapshot.partials, &a.changed);
-        let evicted_groups = lineages(evicted.iter().copied());
-        let mut recompute: Vec<Vec<String>> = evicted_groups
-            .iter()
-            .map(|group| {
-                group
-                    .iter()
-                    .filter(|p| a.after.contains_key(p.as_str()))
-                    .cloned()
-                    .collect::<Vec<_>>()
-            })
-            .filter(|group| !group.is_empty())
-            .collect();
-        let recomputed = recompute.len();
-        let covered: BTreeSet<&str> = evicted
-            .iter()
-            .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
-            .collect();
-        let fresh: Vec<String> = a
-            .added
-            .iter()
-            .copied()
-            .chain(
-                a.changed
-                    .iter()
-                    .copied()
-                    .filter(|p| !covered.contains(p) && a.after.contains_key(p)),
-            )
-            .map(str::to_owned)
-            .collect();
-        let new_files = fresh.len();
-        if !fresh.is_empty() {
-            recompute.push(fresh);
-        }
+        let Regroup {
+            evicted,
+            kept,
+            groups: recompute,
+            evicted_groups,
+            recomputed,
+            new_files,
+        } = Regroup::of(&snapshot.partials, &a.changed, &a.added, &a.after);
         let mut groups: Vec<Vec<String>> = lineages(kept.iter().copied())
             .into_iter()
             .map(|g| g.to_vec())
@@ -540,6 +492,11 @@ impl Held<'_, '_, '_> {
             terms += more.len();
             read += bytes;
             parts.extend(more);
+        }
+        if parts.is_empty() && kept.is_empty() {
+            // Every file is gone: nothing to merge (an aggregate without
+            // GROUP BY still has its one row, which a full refresh gives).
+            return Ok(Strategy::Full(FullReason::NothingLeft { change: what }));
         }
         if kept.len() + parts.len() > MAX_PARTIALS {
             return Ok(Strategy::Full(FullReason::PartialsFragmented {
@@ -573,13 +530,12 @@ impl Held<'_, '_, '_> {
             }));
         }
         let mut how = vec![];
-        let dropped = evicted_groups.len() - recomputed;
         if !evicted.is_empty() {
-            how.push(match (recomputed, dropped) {
-                (r, 0) => format!("recomputed {r} partial aggregate(s)"),
-                (0, d) => format!("dropped {d} partial aggregate(s)"),
-                (r, d) => format!("recomputed {r} and dropped {d} partial aggregate(s)"),
-            });
+            how.push(format!(
+                "{} of {} partial aggregate(s)",
+                done(recomputed, evicted_groups - recomputed),
+                lineages(&snapshot.partials).len()
+            ));
         }
         if new_files > 0 {
             how.push(format!(
@@ -587,13 +543,7 @@ impl Held<'_, '_, '_> {
                 self.followed.source
             ));
         }
-        if terms > 0 {
-            how.push(format!(
-                "{terms} term(s) of the delta rule, over each of {} lineage group(s) of {}",
-                groups.len(),
-                self.followed.source
-            ));
-        }
+        how.extend(self.terms_done(terms, groups.len()));
         how.push(if into_current {
             "merged into the existing groups".to_owned()
         } else {

@@ -263,6 +263,87 @@ pub(super) fn lineages<'a>(
         .collect()
 }
 
+/// What a change to the files of the table partials follow does to them:
+/// the partials computed from removed or rewritten files are evicted, the
+/// others kept; the groups of files to aggregate again are each evicted
+/// group's files that are left, then (last) the new files with the
+/// rewritten ones no partial covered: a group of files whose aggregate
+/// had no rows left no partial behind (nothing was written), so what they
+/// hold now is all new.
+pub(super) struct Regroup<'s> {
+    pub evicted: Vec<&'s DataFile>,
+    pub kept: Vec<&'s DataFile>,
+    pub groups: Vec<Vec<String>>,
+    /// How many groups of files the evicted partials were computed from.
+    pub evicted_groups: usize,
+    /// How many of those are recomputed (the others' files are all gone:
+    /// they are dropped).
+    pub recomputed: usize,
+    /// How many files the last group, of new files, holds (0: none).
+    pub new_files: usize,
+}
+
+impl<'s> Regroup<'s> {
+    pub(super) fn of(
+        partials: &'s [DataFile],
+        changed: &BTreeSet<&str>,
+        added: &[&str],
+        after: &BTreeMap<&str, &FileFingerprint>,
+    ) -> Self {
+        let (evicted, kept) = computed_from(partials, changed);
+        // Each group of source files is recomputed once.
+        let evicted_lineages = lineages(evicted.iter().copied());
+        let mut groups: Vec<Vec<String>> = evicted_lineages
+            .iter()
+            .map(|group| {
+                group
+                    .iter()
+                    .filter(|p| after.contains_key(p.as_str()))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .filter(|group| !group.is_empty())
+            .collect();
+        let recomputed = groups.len();
+        let covered: BTreeSet<&str> = evicted
+            .iter()
+            .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
+            .collect();
+        let fresh: Vec<String> = added
+            .iter()
+            .copied()
+            .chain(
+                changed
+                    .iter()
+                    .copied()
+                    .filter(|p| !covered.contains(p) && after.contains_key(p)),
+            )
+            .map(str::to_owned)
+            .collect();
+        let new_files = fresh.len();
+        if !fresh.is_empty() {
+            groups.push(fresh);
+        }
+        Regroup {
+            evicted,
+            kept,
+            groups,
+            evicted_groups: evicted_lineages.len(),
+            recomputed,
+            new_files,
+        }
+    }
+}
+
+/// `recomputed` and `dropped` partial aggregates, in words.
+pub(super) fn done(recomputed: usize, dropped: usize) -> String {
+    match (recomputed, dropped) {
+        (r, 0) => format!("recomputed {r}"),
+        (0, d) => format!("dropped {d}"),
+        (r, d) => format!("recomputed {r} and dropped {d}"),
+    }
+}
+
 /// Refreshes an aggregate view that keeps partial aggregates: the partials
 /// computed from removed or rewritten files are recomputed from what is
 /// left of their files, the appended files make one more, and the view's
@@ -280,45 +361,14 @@ pub(super) fn from_partials(
     if snapshot.partials.iter().any(|f| f.lineage.is_none()) {
         return Ok(Strategy::Full(FullReason::NoLineage { change: what }));
     }
-    let (evicted, kept) = computed_from(&snapshot.partials, delta.changed);
-    // Each group of source files is recomputed once.
-    let evicted_groups = lineages(evicted.iter().copied());
-    let mut groups: Vec<Vec<String>> = evicted_groups
-        .iter()
-        .map(|group| {
-            group
-                .iter()
-                .filter(|p| delta.after.contains_key(p.as_str()))
-                .cloned()
-                .collect::<Vec<_>>()
-        })
-        .filter(|group| !group.is_empty())
-        .collect();
-    // Partials whose files are all gone are dropped, not recomputed.
-    let recomputed = groups.len();
-    // New files, and rewritten ones no partial covers: a group of files
-    // whose aggregate had no rows left no partial behind (nothing was
-    // written), so what they hold now is all new.
-    let covered: BTreeSet<&str> = evicted
-        .iter()
-        .flat_map(|f| f.lineage.iter().flatten().map(String::as_str))
-        .collect();
-    let fresh: Vec<String> = delta
-        .added
-        .iter()
-        .copied()
-        .chain(
-            delta
-                .changed
-                .iter()
-                .copied()
-                .filter(|p| !covered.contains(p) && delta.after.contains_key(p)),
-        )
-        .map(str::to_owned)
-        .collect();
-    if !fresh.is_empty() {
-        groups.push(fresh);
-    }
+    let Regroup {
+        evicted,
+        kept,
+        groups,
+        evicted_groups,
+        recomputed,
+        ..
+    } = Regroup::of(&snapshot.partials, delta.changed, delta.added, delta.after);
     if groups.is_empty() && kept.is_empty() {
         // Every file is gone: nothing to merge (an aggregate without
         // GROUP BY still has its one row, which a full refresh gives).
@@ -375,14 +425,9 @@ pub(super) fn from_partials(
             format!("{what}; merged with the {} kept partial(s)", kept.len()),
         )
     } else {
-        let dropped = evicted_groups.len() - recomputed;
-        let done = match (recomputed, dropped) {
-            (r, 0) => format!("recomputed {r}"),
-            (0, d) => format!("dropped {d}"),
-            (r, d) => format!("recomputed {r} and dropped {d}"),
-        };
         let detail = format!(
-            "{what}; {done} of {} partial aggregate(s), merged with the others",
+            "{what}; {} of {} partial aggregate(s), merged with the others",
+            done(recomputed, evicted_groups - recomputed),
             lineages(&snapshot.partials).len()
         );
         (kept.clone(), detail)

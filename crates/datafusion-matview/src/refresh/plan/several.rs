@@ -102,20 +102,8 @@ pub(crate) fn choose_several(
     };
     // What each table's files were and are (only appends: the files then
     // are those now less the added ones).
-    let now: Vec<Vec<String>> = files
-        .iter()
-        .map(|f| f.after.keys().map(|p| p.to_string()).collect())
-        .collect();
-    let then: Vec<Vec<String>> = files
-        .iter()
-        .map(|f| {
-            f.after
-                .keys()
-                .filter(|p| !f.added.contains(p))
-                .map(|p| p.to_string())
-                .collect()
-        })
-        .collect();
+    let now: Vec<Vec<String>> = files.iter().map(FileChanges::now).collect();
+    let then: Vec<Vec<String>> = files.iter().map(FileChanges::then).collect();
     let mut terms = vec![];
     let mut read = 0;
     for (i, f) in files.iter().enumerate() {
@@ -144,25 +132,7 @@ pub(crate) fn choose_several(
         .sum();
     let view = snapshot.size_bytes;
     if terms.is_empty() {
-        // Only empty files came or went: the same rows as last time.
-        return Ok(Strategy::Incremental {
-            write: Box::new(Write {
-                keep: snapshot.files.clone(),
-                state_columns: snapshot.state_columns.clone(),
-                input_bytes: Some(0),
-                lineage_of: snapshot.lineage_of.clone(),
-                ..Default::default()
-            }),
-            detail: format!(
-                "{}: only empty files changed; nothing to recompute",
-                tables.join(" and ")
-            ),
-            estimate: Estimate {
-                total,
-                view,
-                ..Default::default()
-            },
-        });
+        return Ok(unchanged(snapshot, &tables.join(" and "), total));
     }
     let estimate = match aggregation {
         Some(_) => Estimate {
