@@ -426,6 +426,12 @@ impl Held<'_, '_, '_> {
             ));
         }
         how.extend(self.terms_done(terms, groups.len()));
+        if how.is_empty() {
+            how.push(format!(
+                "no file of {} holds rows to join them with",
+                self.followed.source
+            ));
+        }
         let evicted: BTreeSet<&str> = evicted.iter().map(|f| f.path.as_str()).collect();
         Ok(Strategy::Incremental {
             write: Box::new(Write {
