@@ -787,6 +787,18 @@ fn unchanged(snapshot: &Snapshot, tables: &str, total: u64) -> Strategy {
     }
 }
 
+/// The cost rule: a full refresh, with why, when computing only `change`
+/// would not cost at most half of recomputing, unless `force`d (`REFRESH
+/// ... INCREMENTAL`).
+fn refused(estimate: Estimate, force: bool, change: &str) -> Option<Strategy> {
+    (!force && !estimate.incremental_wins()).then(|| {
+        Strategy::Full(FullReason::NotCheaper {
+            change: change.to_owned(),
+            estimate,
+        })
+    })
+}
+
 /// Why a refresh cannot compute only what changed in `source` when the
 /// planned query has no scan that is provably `source`: reading the "new
 /// files" of a scan it cannot find would read everything again.
@@ -924,11 +936,8 @@ pub(crate) fn choose(
                 total,
                 view,
             };
-            if !force && !estimate.incremental_wins() {
-                return Ok(Strategy::Full(FullReason::NotCheaper {
-                    change: what,
-                    estimate,
-                }));
+            if let Some(refused) = refused(estimate, force, &what) {
+                return Ok(refused);
             }
             let read = added_bytes + snapshot.size_bytes;
             let added: Vec<String> = added.iter().map(|p| p.to_string()).collect();
@@ -1014,11 +1023,8 @@ pub(crate) fn choose(
                 total,
                 view,
             };
-            if !force && !estimate.incremental_wins() {
-                return Ok(Strategy::Full(FullReason::NotCheaper {
-                    change: what,
-                    estimate,
-                }));
+            if let Some(refused) = refused(estimate, force, &what) {
+                return Ok(refused);
             }
             let parts = if read.is_empty() {
                 vec![]

@@ -404,11 +404,8 @@ impl Held<'_, '_, '_> {
             total: a_total + self.appended.bytes_now(),
             view,
         };
-        if !force && !estimate.incremental_wins() {
-            return Ok(Strategy::Full(FullReason::NotCheaper {
-                change: what,
-                estimate,
-            }));
+        if let Some(refused) = refused(estimate, force, &what) {
+            return Ok(refused);
         }
         let mut how = vec![];
         if !evicted.is_empty() {
@@ -529,11 +526,8 @@ impl Held<'_, '_, '_> {
             total: a_total + self.appended.bytes_now(),
             view: snapshot.size_bytes,
         };
-        if !force && !estimate.incremental_wins() {
-            return Ok(Strategy::Full(FullReason::NotCheaper {
-                change: what,
-                estimate,
-            }));
+        if let Some(refused) = refused(estimate, force, &what) {
+            return Ok(refused);
         }
         let mut how = vec![];
         if !evicted.is_empty() {

@@ -406,11 +406,8 @@ pub(super) fn from_partials(
         total,
         view: snapshot.size_bytes,
     };
-    if !delta.force && !estimate.incremental_wins() {
-        return Ok(Strategy::Full(FullReason::NotCheaper {
-            change: what,
-            estimate,
-        }));
+    if let Some(refused) = refused(estimate, delta.force, &what) {
+        return Ok(refused);
     }
     let parts = per_group(&aggregation.plan, provider, readable, groups)?;
     let kept: Vec<DataFile> = kept.into_iter().cloned().collect();

@@ -151,11 +151,8 @@ pub(crate) fn choose_several(
         },
     };
     let what = what.join(", ");
-    if !force && !estimate.incremental_wins() {
-        return Ok(Strategy::Full(FullReason::NotCheaper {
-            change: what,
-            estimate,
-        }));
+    if let Some(refused) = refused(estimate, force, &what) {
+        return Ok(refused);
     }
     let how = format!("{} term(s) of the delta rule", terms.len());
     let (parts, keep, detail) = match aggregation {
