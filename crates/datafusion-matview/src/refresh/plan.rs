@@ -91,6 +91,8 @@ use crate::spec::{
 use crate::table::{MaterializedViewTable, SnapshotTable};
 
 mod definition;
+mod files;
+mod groups;
 mod lineage;
 mod partials;
 mod pinned;
@@ -103,21 +105,14 @@ use super::reason::{FullReason, NotIncremental};
 pub(crate) use definition::{
     forget_listings, plan_definition, rename_columns, result_settings, state_for, with_defaults,
 };
+use files::*;
+pub(crate) use groups::lineage_table;
+use groups::*;
 pub(crate) use lineage::{Followed, by_lineage};
 pub(crate) use partials::Partials;
 use partials::{Delta, from_partials, full_partials};
 pub(crate) use several::{Changed, choose_several};
 pub(crate) use shape::Shape;
-
-/// Most groups of source files a full refresh writes for lineage.
-const LINEAGE_GROUPS: usize = 16;
-
-/// Most groups for a view over several tables, each of which joins its
-/// group with the other tables whole: every group more adds a join's
-/// fixed cost to a full refresh (measured in dev, 1 million rows: 16
-/// groups made it 1.4 times a COPY of the same query, 1.9 times beside
-/// 100 small dimension files).
-const JOIN_LINEAGE_GROUPS: usize = 4;
 
 /// One query of a refresh; its output becomes new data files.
 #[derive(Debug)]
@@ -241,239 +236,6 @@ impl Write {
     }
 }
 
-/// The table a full refresh keeps lineage for: of the listing tables and
-/// materialized views under `sources` (through plain views), the one with
-/// the most bytes (the fact table of a join with a dimension), which
-/// removals and rewrites most likely hit and recomputing costs most. Only
-/// changes to it evict by lineage; changes to the others are handled
-/// otherwise.
-///
-/// Each group of its files is computed apart, reading the other tables
-/// again: so beside other tables, in as many groups (at most
-/// [`JOIN_LINEAGE_GROUPS`], at least two) as read them again for at most
-/// a quarter of the table's bytes, and only when their sizes are known
-/// (listing tables and materialized views). With it, its files and that
-/// most of groups.
-pub(crate) fn lineage_table(
-    sources: &[SourceFingerprint],
-) -> Option<(&QualifiedName, &[FileFingerprint], usize)> {
-    let mut tables = BTreeMap::new();
-    leaves_under(sources, &mut tables);
-    let bytes = |files: &[FileFingerprint]| non_empty(files).map(|f| f.size).sum::<u64>();
-    let (mut all, count) = (0, tables.len());
-    let mut largest: Option<(&QualifiedName, &[FileFingerprint], u64)> = None;
-    for (name, fingerprint) in tables {
-        // A materialized view's data files are immutable: its own
-        // incremental refreshes add and evict whole files, which a view
-        // over it follows by lineage as it follows a listing table's.
-        let size = match fingerprint {
-            Fingerprint::Files { files, .. } | Fingerprint::Snapshot { files, .. } => {
-                let size = bytes(files);
-                // The first of the largest, by name: the same every time.
-                if largest.is_none_or(|(_, _, most)| size > most) {
-                    largest = Some((name, files.as_slice(), size));
-                }
-                size
-            }
-            _ => return None,
-        };
-        all += size;
-    }
-    let (name, files, size) = largest?;
-    let others = all - size;
-    let most = match (size / 4).checked_div(others) {
-        _ if count == 1 => LINEAGE_GROUPS,
-        // Beside empty tables: still a join per group.
-        None => JOIN_LINEAGE_GROUPS,
-        Some(rereads) => (rereads as usize)
-            .saturating_add(1)
-            .min(JOIN_LINEAGE_GROUPS),
-    };
-    (most >= 2).then_some((name, files, most))
-}
-
-/// The table a full refresh keeps lineage for, read through `provider`
-/// (see [`lineage_table`]).
-pub(crate) type LineageSource<'a> = (
-    &'a Arc<dyn TableProvider>,
-    &'a QualifiedName,
-    &'a [FileFingerprint],
-    usize,
-);
-
-/// A table whose files can be read apart from the rest: a listing table,
-/// or a materialized view (whose data files are immutable).
-enum Files {
-    Listing(ListingTable),
-    /// A Hive-partitioned listing table: read through a store that lists
-    /// only the chosen files (see [`pinned`]).
-    Partitioned {
-        listing: ListingTable,
-        runtime: Arc<RuntimeEnv>,
-    },
-    View {
-        catalog: Arc<Catalog>,
-        snapshot: Snapshot,
-        schema: datafusion::arrow::datatypes::SchemaRef,
-    },
-}
-
-impl Files {
-    fn of(
-        provider: &Arc<dyn TableProvider>,
-        name: &str,
-        catalog: &Arc<Catalog>,
-        runtime: Option<&Arc<RuntimeEnv>>,
-    ) -> std::result::Result<Files, FullReason> {
-        if let Some(view) =
-            (provider.as_ref() as &dyn std::any::Any).downcast_ref::<MaterializedViewTable>()
-        {
-            let snapshot = view.snapshot().map_err(|_| FullReason::NoData {
-                view: name.to_owned(),
-            })?;
-            return Ok(Files::View {
-                catalog: Arc::clone(catalog),
-                snapshot,
-                schema: view.schema(),
-            });
-        }
-        listing_of(provider, name, runtime)
-    }
-
-    /// A table of the same columns over only `paths`.
-    fn only(&self, paths: &[String]) -> Result<Arc<dyn TableProvider>> {
-        match self {
-            Files::Listing(listing) | Files::Partitioned { listing, .. } if paths.is_empty() => {
-                Ok(Arc::new(EmptyTable::new(TableProvider::schema(listing))))
-            }
-            Files::Partitioned { listing, runtime } => {
-                pinned::partitioned_files(listing, runtime, paths)
-            }
-            Files::Listing(listing) => {
-                let urls = paths
-                    .iter()
-                    .map(ListingTableUrl::parse)
-                    .collect::<datafusion::error::Result<Vec<_>>>()?;
-                let config = ListingTableConfig::new_with_multi_paths(urls)
-                    .with_listing_options(listing.options().clone())
-                    .with_schema(TableProvider::schema(listing));
-                Ok(Arc::new(ListingTable::try_new(config)?))
-            }
-            Files::View {
-                catalog,
-                snapshot,
-                schema,
-            } => {
-                let wanted: BTreeSet<&str> = paths.iter().map(String::as_str).collect();
-                let files: Vec<DataFile> = snapshot
-                    .files
-                    .iter()
-                    .filter(|f| wanted.contains(f.path.as_str()))
-                    .cloned()
-                    .collect();
-                if files.len() != wanted.len() {
-                    return Err(datafusion::error::DataFusionError::Plan(
-                        "a materialized view changed while its dependent was planned".into(),
-                    )
-                    .into());
-                }
-                let only = Snapshot {
-                    row_count: files.iter().map(|f| f.rows).sum(),
-                    size_bytes: files.iter().map(|f| f.size).sum(),
-                    files,
-                    ..snapshot.clone()
-                };
-                Ok(Arc::new(SnapshotTable::new(
-                    Arc::clone(catalog),
-                    only,
-                    Arc::clone(schema),
-                )))
-            }
-        }
-    }
-}
-
-/// `provider` as a listing table whose files can be read apart from the
-/// rest, or why not. A partitioned one is read through a store registered
-/// in `runtime`; without one (on a cluster, whose executors would not have
-/// that store) it cannot be.
-fn listing_of(
-    provider: &Arc<dyn TableProvider>,
-    name: &str,
-    runtime: Option<&Arc<RuntimeEnv>>,
-) -> std::result::Result<Files, FullReason> {
-    let listing = (provider.as_ref() as &dyn std::any::Any)
-        .downcast_ref::<ListingTable>()
-        .ok_or_else(|| FullReason::NotFileBacked {
-            relation: name.to_owned(),
-        })?;
-    if listing.options().table_partition_cols.is_empty() {
-        return Ok(Files::Listing(listing.clone()));
-    }
-    let Some(runtime) = runtime else {
-        return Err(FullReason::PartitionedOnCluster {
-            table: name.to_owned(),
-        });
-    };
-    Ok(Files::Partitioned {
-        listing: listing.clone(),
-        runtime: Arc::clone(runtime),
-    })
-}
-
-/// Whether `scan` reads `provider`: the same relation by what it is, not
-/// by which object stands for it (see [`same_relation`]).
-fn reads(scan: &TableScan, provider: &Arc<dyn TableProvider>) -> bool {
-    match source_as_provider(&scan.source) {
-        Ok(scanned) => same_relation(&scanned, provider),
-        Err(_) => false,
-    }
-}
-
-/// Whether two providers are the same relation, told by what they are:
-/// listing tables by their definition (locations, format and its options,
-/// schema, partition columns, order), materialized views by name and
-/// definition id. DataFusion's dynamic file catalog and custom schema
-/// providers build a new provider on every lookup, and a table re-created
-/// with the same definition is a new object with the same meaning, so
-/// object identity alone would miss both.
-pub(crate) fn same_relation(a: &Arc<dyn TableProvider>, b: &Arc<dyn TableProvider>) -> bool {
-    if std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)) {
-        return true;
-    }
-    fn any(p: &Arc<dyn TableProvider>) -> &dyn std::any::Any {
-        p.as_ref()
-    }
-    if let (Some(a), Some(b)) = (
-        any(a).downcast_ref::<ListingTable>(),
-        any(b).downcast_ref::<ListingTable>(),
-    ) {
-        return listing_definition(a) == listing_definition(b);
-    }
-    match (
-        any(a).downcast_ref::<MaterializedViewTable>(),
-        any(b).downcast_ref::<MaterializedViewTable>(),
-    ) {
-        (Some(a), Some(b)) => a.same_view(b),
-        _ => false,
-    }
-}
-
-/// Whether `plan` reads `provider` anywhere, subqueries included.
-fn reads_anywhere(plan: &LogicalPlan, provider: &Arc<dyn TableProvider>) -> bool {
-    let mut found = false;
-    let _ = plan.apply_with_subqueries(|node| {
-        if let LogicalPlan::TableScan(scan) = node
-            && reads(scan, provider)
-        {
-            found = true;
-            return Ok(TreeNodeRecursion::Stop);
-        }
-        Ok(TreeNodeRecursion::Continue)
-    });
-    found
-}
-
 /// Checks that every output row of `plan` comes from exactly one row of
 /// `provider` (combined with rows of unchanged tables): then `plan` over
 /// new rows of `provider` gives exactly the new output rows. Returns
@@ -554,85 +316,6 @@ pub(crate) fn linear(
             })
         }
     }
-}
-
-/// `plan` with every scan of `provider` reading only `paths` of it instead.
-fn over_files(
-    plan: &LogicalPlan,
-    provider: &Arc<dyn TableProvider>,
-    files: &Files,
-    paths: &[String],
-) -> Result<LogicalPlan> {
-    if !reads_anywhere(plan, provider) {
-        return Ok(plan.clone());
-    }
-    let only = provider_as_source(files.only(paths)?);
-    Ok(plan
-        .clone()
-        .transform_up_with_subqueries(|node| match node {
-            LogicalPlan::TableScan(scan) if reads(&scan, provider) => {
-                Ok(Transformed::yes(LogicalPlan::TableScan(TableScan {
-                    source: Arc::clone(&only),
-                    ..scan
-                })))
-            }
-            other => Ok(Transformed::no(other)),
-        })?
-        .data)
-}
-
-/// `files` split into those computed from any of the `changed` source
-/// files (by their lineage) and the others.
-fn computed_from<'a>(
-    files: &'a [DataFile],
-    changed: &BTreeSet<&str>,
-) -> (Vec<&'a DataFile>, Vec<&'a DataFile>) {
-    files.iter().partition(|f| {
-        f.lineage
-            .iter()
-            .flatten()
-            .any(|p| changed.contains(p.as_str()))
-    })
-}
-
-/// One part per group of files: `plan` over that group's files of
-/// `provider` alone, with the group as its lineage.
-fn per_group(
-    plan: &LogicalPlan,
-    provider: &Arc<dyn TableProvider>,
-    files: &Files,
-    groups: Vec<Vec<String>>,
-) -> Result<Vec<Part>> {
-    groups
-        .into_iter()
-        .map(|group| {
-            Ok(Part {
-                plan: over_files(plan, provider, files, &group)?,
-                lineage: Some(group),
-            })
-        })
-        .collect()
-}
-
-/// Splits `files` (sorted by path) into at most [`LINEAGE_GROUPS`] runs of
-/// consecutive files of about equal size.
-fn groups(files: &[FileFingerprint], most: usize) -> Vec<Vec<String>> {
-    let files: Vec<&FileFingerprint> = non_empty(files).collect();
-    let total: u64 = files.iter().map(|f| f.size).sum();
-    let target = total.div_ceil(most as u64).max(1);
-    let mut out: Vec<Vec<String>> = vec![];
-    let mut size = 0;
-    for file in files {
-        if out.is_empty() || size >= target {
-            out.push(vec![]);
-            size = 0;
-        }
-        size += file.size;
-        out.last_mut()
-            .expect("pushed above")
-            .push(file.path.clone());
-    }
-    out
 }
 
 /// What a full refresh of a view with this `plan` and `shape` writes.

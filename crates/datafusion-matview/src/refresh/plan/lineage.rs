@@ -33,7 +33,7 @@
 //! it for a large view after small appends; `REFRESH ... INCREMENTAL` runs
 //! it anyway.
 
-use super::partials::{MAX_PARTIALS, MergeInto, Regroup, done, lineages};
+use super::partials::{MergeInto, Regroup, done, lineages, unmergeable};
 use super::*;
 
 /// The table lineage follows, as a refresh reads it.
@@ -496,16 +496,8 @@ impl Held<'_, '_, '_> {
             read += bytes;
             parts.extend(more);
         }
-        if parts.is_empty() && kept.is_empty() {
-            // Every file is gone: nothing to merge (an aggregate without
-            // GROUP BY still has its one row, which a full refresh gives).
-            return Ok(Strategy::Full(FullReason::NothingLeft { change: what }));
-        }
-        if kept.len() + parts.len() > MAX_PARTIALS {
-            return Ok(Strategy::Full(FullReason::PartialsFragmented {
-                change: what,
-                pieces: kept.len() + parts.len(),
-            }));
+        if let Some(full) = unmergeable(kept.len(), parts.len(), &what) {
+            return Ok(full);
         }
         // Only added to: the current data already merges every kept
         // partial, unless the view computes over its aggregate.

@@ -335,6 +335,24 @@ impl<'s> Regroup<'s> {
     }
 }
 
+/// The full refresh an aggregate takes instead of merging `kept`
+/// partials with `new` ones computed now, when it cannot: there is none
+/// (every file is gone: nothing to merge, and an aggregate without
+/// `GROUP BY` still has its one row, which a full refresh gives), or
+/// there are more than [`MAX_PARTIALS`].
+pub(super) fn unmergeable(kept: usize, new: usize, change: &str) -> Option<Strategy> {
+    let change = change.to_owned();
+    if kept + new == 0 {
+        return Some(Strategy::Full(FullReason::NothingLeft { change }));
+    }
+    (kept + new > MAX_PARTIALS).then(|| {
+        Strategy::Full(FullReason::PartialsFragmented {
+            change,
+            pieces: kept + new,
+        })
+    })
+}
+
 /// `recomputed` and `dropped` partial aggregates, in words.
 pub(super) fn done(recomputed: usize, dropped: usize) -> String {
     match (recomputed, dropped) {
@@ -369,16 +387,8 @@ pub(super) fn from_partials(
         recomputed,
         ..
     } = Regroup::of(&snapshot.partials, delta.changed, delta.added, delta.after);
-    if groups.is_empty() && kept.is_empty() {
-        // Every file is gone: nothing to merge (an aggregate without
-        // GROUP BY still has its one row, which a full refresh gives).
-        return Ok(Strategy::Full(FullReason::NothingLeft { change: what }));
-    }
-    if kept.len() + groups.len() > MAX_PARTIALS {
-        return Ok(Strategy::Full(FullReason::PartialsFragmented {
-            change: what,
-            pieces: kept.len() + groups.len(),
-        }));
+    if let Some(full) = unmergeable(kept.len(), groups.len(), &what) {
+        return Ok(full);
     }
     let read_bytes: u64 = groups
         .iter()
