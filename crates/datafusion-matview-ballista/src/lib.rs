@@ -93,7 +93,7 @@ use datafusion::error::Result as DFResult;
 use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::{EmptyRelation, Expr, LogicalPlan, TableScan, Values};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableScan, col, lit};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -346,33 +346,63 @@ fn snapshot_files(
     Ok(Replacement::Table(Arc::new(ListingTable::try_new(config)?)))
 }
 
-/// The rows of a scan as `VALUES` (or an empty relation), with the scan's
-/// projection, qualifiers and columns.
+/// The rows of a scan as a plan of the scan's columns, names and
+/// qualifier that a scheduler decodes as such. DataFusion's plan encoding
+/// keeps neither the schema of `VALUES` (decoded as `column1`,
+/// `column2`, ...) nor that of an empty relation (decoded with no
+/// columns), so the plan above failed to decode (`No field named f.id`)
+/// wherever an empty table was joined. So: `VALUES` of the rows (with no
+/// rows, one row of typed nulls, filtered out), each column renamed to
+/// the scan's, under the scan's name. (A column of rows is as nullable as
+/// its values.)
 fn rows_plan(scan: &TableScan, rows: &[Vec<ScalarValue>]) -> DFResult<LogicalPlan> {
-    let schema = Arc::clone(&scan.projected_schema);
-    let mut rows: Vec<Vec<Expr>> = rows
+    let fields = scan.projected_schema.fields();
+    let mut values: Vec<Vec<Expr>> = rows
         .iter()
-        .map(|row| match &scan.projection {
-            Some(projection) => projection
-                .iter()
-                .map(|&i| Expr::Literal(row[i].clone(), None))
-                .collect(),
-            None => row.iter().map(|v| Expr::Literal(v.clone(), None)).collect(),
+        .map(|row| {
+            let row: Vec<&ScalarValue> = match &scan.projection {
+                Some(projection) => projection.iter().map(|&i| &row[i]).collect(),
+                None => row.iter().collect(),
+            };
+            // A scan of no columns (`count(*)`) still has its rows.
+            if row.is_empty() {
+                return vec![lit(true)];
+            }
+            row.into_iter().map(|v| lit(v.clone())).collect()
         })
         .collect();
     if let Some(fetch) = scan.fetch {
-        rows.truncate(fetch);
+        values.truncate(fetch);
     }
-    if rows.is_empty() || schema.fields().is_empty() {
-        return Ok(LogicalPlan::EmptyRelation(EmptyRelation {
-            produce_one_row: false,
-            schema,
-        }));
+    let empty = values.is_empty();
+    if empty {
+        values.push(if fields.is_empty() {
+            vec![lit(true)]
+        } else {
+            // A null where the column may hold one, so that each column
+            // is as nullable as the scan's.
+            fields
+                .iter()
+                .map(|f| match f.is_nullable() {
+                    true => ScalarValue::try_from(f.data_type()),
+                    false => ScalarValue::new_default(f.data_type()),
+                })
+                .map(|v| v.map(lit))
+                .collect::<DFResult<_>>()?
+        });
     }
-    Ok(LogicalPlan::Values(Values {
-        schema,
-        values: rows,
-    }))
+    let mut builder = LogicalPlanBuilder::values(values)?;
+    if empty {
+        builder = builder.filter(lit(false))?;
+    }
+    let named = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| col(format!("column{}", i + 1)).alias(f.name()));
+    builder
+        .project(named)?
+        .alias(scan.table_name.clone())?
+        .build()
 }
 
 /// A Ballista scheduler and executors running in this process on loopback
@@ -775,4 +805,104 @@ fn stock_state(config: SessionConfig, runtime: Arc<RuntimeEnv>) -> SessionState 
         .with_aggregate_functions(ballista_aggregate_functions())
         .with_window_functions(ballista_window_functions())
         .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::RecordBatch;
+    use datafusion::arrow::datatypes::{DataType, Field, Schema};
+    use datafusion::arrow::util::pretty::pretty_format_batches;
+    use datafusion::functions_aggregate::count::count_all;
+    use datafusion_proto::bytes::{logical_plan_from_bytes, logical_plan_to_bytes};
+
+    /// `plan` encoded and decoded as Ballista sends it to a scheduler.
+    fn decoded(ctx: &SessionContext, plan: &LogicalPlan) -> LogicalPlan {
+        let bytes = logical_plan_to_bytes(plan).unwrap();
+        logical_plan_from_bytes(&bytes, &ctx.task_ctx()).unwrap()
+    }
+
+    async fn run(ctx: &SessionContext, plan: LogicalPlan) -> Vec<RecordBatch> {
+        let df = ctx.execute_logical_plan(plan).await.unwrap();
+        df.collect().await.unwrap()
+    }
+
+    /// What a scheduler runs for `sql`, which must have the query's
+    /// columns.
+    async fn on_a_scheduler(ctx: &SessionContext, sql: &str) -> Vec<RecordBatch> {
+        let plan = ctx.sql(sql).await.unwrap().into_unoptimized_plan();
+        let sent = cluster_plan(&plan, &ctx.state()).await.unwrap();
+        let decoded = decoded(ctx, &sent);
+        assert_eq!(decoded.schema(), plan.schema(), "{sql}");
+        run(ctx, decoded).await
+    }
+
+    /// A table with no files (an `EmptyTable`, as a refresh pins one)
+    /// joined by qualified columns. It used to go as an empty relation,
+    /// which decodes with no columns, and the scheduler refused the plan
+    /// (`No field named f.id. Valid fields are d.k`).
+    #[tokio::test]
+    async fn an_empty_table_keeps_its_columns_through_the_plan_encoding() {
+        let ctx = SessionContext::new();
+        let fact = Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("k", DataType::Utf8, true),
+        ]);
+        ctx.register_table("fact", Arc::new(EmptyTable::new(Arc::new(fact))))
+            .unwrap();
+        ctx.sql("CREATE VIEW dims AS SELECT * FROM (VALUES ('a', 'one')) AS t(k, label)")
+            .await
+            .unwrap();
+        let joined = on_a_scheduler(
+            &ctx,
+            "SELECT count(*) AS n, max(f.id) AS hi FROM fact f JOIN dims d ON f.k = d.k",
+        )
+        .await;
+        assert_eq!(
+            pretty_format_batches(&joined).unwrap().to_string(),
+            "+---+----+\n| n | hi |\n+---+----+\n| 0 |    |\n+---+----+"
+        );
+        let rows = on_a_scheduler(&ctx, "SELECT fact.k, id FROM fact").await;
+        assert_eq!(rows.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+    }
+
+    /// Rows a scan is replaced by keep their columns' names, types and
+    /// qualifier, and a scan of no columns keeps its rows.
+    #[tokio::test]
+    async fn rows_keep_their_columns_and_count() {
+        let ctx = SessionContext::new();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("a", DataType::Int32, true),
+            Field::new("b", DataType::Utf8, true),
+        ]));
+        let source = provider_as_source(Arc::new(EmptyTable::new(schema)));
+        let rows = vec![
+            vec![ScalarValue::Int32(Some(1)), ScalarValue::from("x")],
+            vec![ScalarValue::Int32(None), ScalarValue::from("y")],
+        ];
+        let all = TableScan::try_new("t", Arc::clone(&source), None, vec![], None).unwrap();
+        let plan = decoded(&ctx, &rows_plan(&all, &rows).unwrap());
+        let qualified = LogicalPlanBuilder::from(plan)
+            .project(vec![col("t.b"), col("t.a")])
+            .unwrap()
+            .build()
+            .unwrap();
+        assert_eq!(
+            pretty_format_batches(&run(&ctx, qualified).await)
+                .unwrap()
+                .to_string(),
+            "+---+---+\n| b | a |\n+---+---+\n| x | 1 |\n| y |   |\n+---+---+"
+        );
+        let none = TableScan::try_new("t", source, Some(vec![]), vec![], None).unwrap();
+        let plan = decoded(&ctx, &rows_plan(&none, &rows).unwrap());
+        assert!(plan.schema().fields().is_empty());
+        let counted = LogicalPlanBuilder::from(plan)
+            .aggregate(Vec::<Expr>::new(), vec![count_all()])
+            .unwrap()
+            .build()
+            .unwrap();
+        let batches = run(&ctx, counted).await;
+        let text = pretty_format_batches(&batches).unwrap().to_string();
+        assert!(text.contains("| 2 "), "{text}");
+    }
 }
