@@ -814,6 +814,7 @@ mod tests {
     use datafusion::arrow::datatypes::{DataType, Field, Schema};
     use datafusion::arrow::util::pretty::pretty_format_batches;
     use datafusion::functions_aggregate::count::count_all;
+    use datafusion::logical_expr::TableScanBuilder;
     use datafusion_proto::bytes::{logical_plan_from_bytes, logical_plan_to_bytes};
 
     /// `plan` encoded and decoded as Ballista sends it to a scheduler.
@@ -880,7 +881,9 @@ mod tests {
             vec![ScalarValue::Int32(Some(1)), ScalarValue::from("x")],
             vec![ScalarValue::Int32(None), ScalarValue::from("y")],
         ];
-        let all = TableScan::try_new("t", Arc::clone(&source), None, vec![], None).unwrap();
+        let all = TableScanBuilder::new("t", Arc::clone(&source))
+            .build()
+            .unwrap();
         let plan = decoded(&ctx, &rows_plan(&all, &rows).unwrap());
         let qualified = LogicalPlanBuilder::from(plan)
             .project(vec![col("t.b"), col("t.a")])
@@ -893,7 +896,10 @@ mod tests {
                 .to_string(),
             "+---+---+\n| b | a |\n+---+---+\n| x | 1 |\n| y |   |\n+---+---+"
         );
-        let none = TableScan::try_new("t", source, Some(vec![]), vec![], None).unwrap();
+        let none = TableScanBuilder::new("t", source)
+            .with_projection(Some(vec![]))
+            .build()
+            .unwrap();
         let plan = decoded(&ctx, &rows_plan(&none, &rows).unwrap());
         assert!(plan.schema().fields().is_empty());
         let counted = LogicalPlanBuilder::from(plan)

@@ -91,6 +91,10 @@ pub(crate) struct Candidate {
     /// grouped view's may hold several rows per group (see
     /// [`crate::refresh::plan::Write::pieces`]).
     pub data: Option<LogicalPlan>,
+    /// Whether `data` is one row per group, as the view's own data: a
+    /// view that filters or computes over its aggregate (`HAVING`) merges
+    /// its partials and applies the rest, as its refresh does.
+    pub data_merged: bool,
 }
 
 /// What one pass of the rewrite did.
@@ -279,7 +283,7 @@ fn replace(
             let aggregates = &query.outputs[keys.len()..];
             // Data computed now may have several rows per group:
             // always aggregate again.
-            let exact = view.data.is_none()
+            let exact = (view.data.is_none() || view.data_merged)
                 && view_keys.as_ref().is_some_and(|view_keys| {
                     view_keys.iter().all(|key| {
                         view.shape

@@ -368,6 +368,7 @@ impl MatviewSession {
                         all_fresh &= usable.data.is_none() && usable.why == crate::rewrite::FRESH;
                         candidate.usable = Some(Ok(usable.why));
                         candidate.data = usable.data;
+                        candidate.data_merged = usable.merged;
                     }
                     Err((why, _)) => {
                         all_fresh = false;
@@ -456,6 +457,7 @@ impl MatviewSession {
             .map(|(_, shape)| Arc::clone(shape));
         let mut usable = None;
         let mut data = None;
+        let mut data_merged = false;
         let shape = match cached {
             Some(shape) => shape,
             None => {
@@ -489,6 +491,7 @@ impl MatviewSession {
                     Ok(checked) => {
                         usable = Some(Ok(checked.why));
                         data = checked.data;
+                        data_merged = checked.merged;
                     }
                     Err((why, _)) => usable = Some(Err(why)),
                 }
@@ -508,6 +511,7 @@ impl MatviewSession {
             rows: snapshot.row_count,
             usable,
             data,
+            data_merged,
         };
         Ok((candidate, held))
     }
@@ -684,6 +688,7 @@ impl MatviewSession {
                 return Ok(Usable {
                     why: crate::rewrite::FRESH.into(),
                     data: None,
+                    merged: false,
                 });
             }
             Freshness::Unknown(names) => {
@@ -700,10 +705,11 @@ impl MatviewSession {
         let changed = self.names(&names);
         let not_compensated = if compensate {
             match self.compensated(view, state, &diff, &now).await {
-                Ok((detail, data)) => {
+                Ok((detail, data, merged)) => {
                     return Ok(Usable {
                         why: format!("stale: {detail}"),
                         data: Some(data),
+                        merged,
                     });
                 }
                 Err(why) => Some(why),
@@ -715,6 +721,7 @@ impl MatviewSession {
             Ok(Usable {
                 why: format!("stale: {changed} changed since its refresh less than {bound} ago"),
                 data: None,
+                merged: false,
             })
         } else if let Some(not_compensated) = not_compensated {
             Err((
@@ -740,14 +747,15 @@ impl MatviewSession {
     /// would read (pinned to those fingerprinted in `now`), a grouped
     /// view's pieces left unmerged (see [`Write::pieces`]). The cost rule
     /// is the refresh's: a change it would recompute fully is not
-    /// compensated.
+    /// compensated. With it, whether that data is the view's own rows
+    /// (see [`Write::pieces_merged`]).
     async fn compensated(
         &self,
         view: &Arc<ViewVersion>,
         state: &datafusion::execution::SessionState,
         diff: &Diff<'_>,
         now: &[SourceFingerprint],
-    ) -> std::result::Result<(String, LogicalPlan), String> {
+    ) -> std::result::Result<(String, LogicalPlan, bool), String> {
         let text = |e: Error| e.to_string();
         let entry = &view.view;
         let snapshot = entry.snapshot.as_ref().ok_or("it has not been populated")?;
@@ -799,7 +807,7 @@ impl MatviewSession {
             Some(scan)
         };
         let data = write.pieces(kept, &columns).map_err(text)?;
-        Ok((detail, data))
+        Ok((detail, data, write.pieces_merged()))
     }
 }
 
@@ -808,6 +816,8 @@ impl MatviewSession {
 struct Usable {
     why: String,
     data: Option<LogicalPlan>,
+    /// Whether `data` is the view's own rows (one row per group).
+    merged: bool,
 }
 
 /// Whether `plan` is a query (what the rewrite applies to), not a

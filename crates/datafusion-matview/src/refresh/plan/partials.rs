@@ -93,6 +93,17 @@ impl MergeInto {
 }
 
 impl Write {
+    /// Whether [`Self::pieces`] gives the view's data itself, as a
+    /// refresh would write it: a row-wise view's rows, or a view that
+    /// computes over its aggregate (its partials merged first), one row
+    /// per group; not the unmerged pieces of any other grouped view.
+    pub(crate) fn pieces_merged(&self) -> bool {
+        self.partials
+            .merge
+            .as_ref()
+            .is_none_or(|merge| merge.aggregation.computes_over_aggregate())
+    }
+
     /// The view's data this write would leave, computed instead of
     /// written, before a grouped view's pieces are merged: what a query of
     /// a stale view is answered from (see [`crate::rewrite`]). For a
