@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 
 #[cfg(unix)]
 mod local;
+pub(crate) use local::file_exists;
 
 use crate::catalog::Catalog;
 use crate::error::Result;

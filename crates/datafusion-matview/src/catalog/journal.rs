@@ -87,8 +87,14 @@ impl Log {
         }
     }
 
+    /// Whether version `version` is there: a `HEAD`, or on the local file
+    /// system one `stat` (see [`crate::freshness::file_exists`]).
     pub(super) async fn exists(&self, version: u64) -> Result<bool> {
-        match self.store.head(&self.version_path(version)).await {
+        let path = self.version_path(version);
+        if let Some(there) = crate::freshness::file_exists(self.store.as_ref(), &path) {
+            return Ok(there);
+        }
+        match self.store.head(&path).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),
