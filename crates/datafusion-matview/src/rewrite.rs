@@ -92,8 +92,9 @@ pub(crate) struct Candidate {
     /// [`crate::refresh::plan::Write::pieces`]).
     pub data: Option<LogicalPlan>,
     /// Whether `data` is one row per group, as the view's own data: a
-    /// view that filters or computes over its aggregate (`HAVING`) merges
-    /// its partials and applies the rest, as its refresh does.
+    /// grouped view merged with appended files, or a view that filters or
+    /// computes over its aggregate (`HAVING`), which merges its partials
+    /// and applies the rest, as its refresh does.
     pub data_merged: bool,
 }
 
@@ -281,8 +282,8 @@ fn replace(
         (Some(keys), view_keys) => {
             let mapped_keys = keys.iter().map(map).collect::<Result<Vec<_>, _>>()?;
             let aggregates = &query.outputs[keys.len()..];
-            // Data computed now may have several rows per group:
-            // always aggregate again.
+            // Data computed now may have several rows per group (unless
+            // merged): then aggregate again.
             let exact = (view.data.is_none() || view.data_merged)
                 && view_keys.as_ref().is_some_and(|view_keys| {
                     view_keys.iter().all(|key| {

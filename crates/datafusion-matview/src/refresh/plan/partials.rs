@@ -93,10 +93,11 @@ impl MergeInto {
 }
 
 impl Write {
-    /// Whether [`Self::pieces`] gives the view's data itself, as a
-    /// refresh would write it: a row-wise view's rows, or a view that
-    /// computes over its aggregate (its partials merged first), one row
-    /// per group; not the unmerged pieces of any other grouped view.
+    /// Whether [`Self::pieces`] gives the view's data itself, as the
+    /// refresh would write it (one row per group for a grouped view):
+    /// always, but where the write merges kept partial aggregates for a
+    /// view that does not compute over its aggregate, whose pieces are
+    /// left unmerged.
     pub(crate) fn pieces_merged(&self) -> bool {
         self.partials
             .merge
