@@ -82,7 +82,7 @@ use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::catalog::MemTable;
 use datafusion::catalog::Session;
 use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
-use datafusion::common::{ScalarValue, plan_err};
+use datafusion::common::{Column, ScalarValue, plan_err};
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
@@ -93,7 +93,7 @@ use datafusion::error::Result as DFResult;
 use datafusion::execution::context::QueryPlanner;
 use datafusion::execution::runtime_env::RuntimeEnv;
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableScan, col, lit};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableScan, lit};
 use datafusion::physical_plan::{ExecutionPlan, collect};
 use datafusion::physical_planner::{DefaultPhysicalPlanner, PhysicalPlanner};
 use datafusion::prelude::{SessionConfig, SessionContext};
@@ -350,11 +350,11 @@ fn snapshot_files(
 /// qualifier that a scheduler decodes as such. DataFusion's plan encoding
 /// keeps neither the schema of `VALUES` (decoded as `column1`,
 /// `column2`, ...) nor that of an empty relation (decoded with no
-/// columns), so the plan above failed to decode (`No field named f.id`)
-/// wherever an empty table was joined. So: `VALUES` of the rows (with no
-/// rows, one row of typed nulls, filtered out), each column renamed to
-/// the scan's, under the scan's name. (A column of rows is as nullable as
-/// its values.)
+/// columns), so a plan that joined an empty table by qualified columns
+/// did not decode (`No field named f.id`). So: `VALUES` of the rows (with
+/// no rows, one row of typed values, filtered out), each column renamed
+/// to the scan's, under the scan's name. (A column of rows is as nullable
+/// as its values.)
 fn rows_plan(scan: &TableScan, rows: &[Vec<ScalarValue>]) -> DFResult<LogicalPlan> {
     let fields = scan.projected_schema.fields();
     let mut values: Vec<Vec<Expr>> = rows
@@ -395,10 +395,11 @@ fn rows_plan(scan: &TableScan, rows: &[Vec<ScalarValue>]) -> DFResult<LogicalPla
     if empty {
         builder = builder.filter(lit(false))?;
     }
+    let listed = Arc::clone(builder.schema());
     let named = fields
         .iter()
         .enumerate()
-        .map(|(i, f)| col(format!("column{}", i + 1)).alias(f.name()));
+        .map(|(i, f)| Expr::Column(Column::from(listed.qualified_field(i))).alias(f.name()));
     builder
         .project(named)?
         .alias(scan.table_name.clone())?
@@ -815,6 +816,7 @@ mod tests {
     use datafusion::arrow::util::pretty::pretty_format_batches;
     use datafusion::functions_aggregate::count::count_all;
     use datafusion::logical_expr::TableScanBuilder;
+    use datafusion::prelude::col;
     use datafusion_proto::bytes::{logical_plan_from_bytes, logical_plan_to_bytes};
 
     /// `plan` encoded and decoded as Ballista sends it to a scheduler.

@@ -74,7 +74,7 @@ pub(super) async fn list_dir(
     store: &dyn ObjectStore,
     prefix: &Path,
 ) -> Option<Vec<(ObjectMeta, String)>> {
-    if !local_root(store) || !prefix.parts().all(|p| plain(p.as_ref())) {
+    if !reads_alike(store, prefix) {
         return None;
     }
     if let Ok(listed) = walk(prefix, Some(Instant::now() + INLINE_BUDGET)) {
@@ -165,20 +165,21 @@ fn walk(
     Ok(Some(out))
 }
 
-/// Whether `store` is the local file system rooted at `/`, the store
-/// DataFusion registers for `file://` URLs.
-fn local_root(store: &dyn ObjectStore) -> bool {
-    store.to_string() == ROOT_STORE
+/// Whether `path` of `store` names the same thing on the local file
+/// system at `/{path}`: `store` is the local file system rooted at `/`
+/// (the store DataFusion registers for `file://` URLs), and each part of
+/// `path` reads the same to both (see [`plain`]).
+fn reads_alike(store: &dyn ObjectStore, path: &Path) -> bool {
+    store.to_string() == ROOT_STORE && path.parts().all(|p| plain(p.as_ref()))
 }
 
 /// Whether a file is at `location` of `store`, as the store's `HEAD`
-/// says, from one `stat` on this thread, when `store` is the local file
-/// system rooted at `/` and the path reads the same to both (see
-/// [`plain`]); `None`: ask the store. The store hands each request to the
+/// says, from one `stat` on this thread, when the path reads the same
+/// to both (see [`reads_alike`]); `None`: ask the store. The store hands each request to the
 /// blocking pool, which costs more than the `stat` (see
 /// [`INLINE_BUDGET`]).
 pub(crate) fn file_exists(store: &dyn ObjectStore, location: &Path) -> Option<bool> {
-    if !local_root(store) || !location.parts().all(|p| plain(p.as_ref())) {
+    if !reads_alike(store, location) {
         return None;
     }
     match std::fs::metadata(format!("/{location}")) {
